@@ -1,0 +1,27 @@
+"""distrl: distributed reinforcement learning on Ray.
+
+The public API is imported lazily so that ``import distrl`` stays light and never
+imports Ray.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "PPOConfig": "distrl.algos.ppo",
+    "ModelConfig": "distrl.nets",
+    "RunConfig": "distrl.config",
+    "train_ppo": "distrl.train",
+    "evaluate": "distrl.evaluate",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'distrl' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -1,0 +1,1 @@
+"""Algorithms: pure losses and hyperparameter dataclasses; no Ray here."""

@@ -1,0 +1,201 @@
+"""PPO: clipped surrogate, value loss, entropy bonus and adaptive KL penalty.
+
+Schulman et al. 2017, arXiv 1707.06347. Names and meanings follow RLlib's PPOConfig so
+that RLlib users feel at home; defaults are chosen for fast, robust learning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+from torch import nn
+
+from distrl.nets import ActorCritic, ModelConfig
+from distrl.schedules import schedule_value, validate_schedule
+from distrl.types import PPOBatch
+
+ScheduleT = tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO hyperparameters (deployment lives in RunConfig)."""
+
+    lr: float = 3e-4
+    """Adam learning rate (ignored when lr_schedule is set)."""
+    lr_schedule: ScheduleT | None = None
+    """Learning rate as [[timestep, value], ...], linearly interpolated over env steps."""
+    gamma: float = 0.99
+    """Discount factor."""
+    lambda_: float = 0.95
+    """GAE lambda."""
+    use_critic: bool = True
+    """Learn a value function as baseline (needed to bootstrap truncated fragments)."""
+    use_gae: bool = True
+    """Use GAE(lambda); off = lambda 1 (bootstrapped Monte Carlo advantages)."""
+    use_kl_loss: bool = True
+    """Add an adaptive KL(old || new) penalty to the loss."""
+    kl_coeff: float = 0.2
+    """Initial KL penalty coefficient."""
+    kl_target: float = 0.01
+    """KL target: the coefficient x1.5 when KL > 2 x target, x0.5 when KL < target / 2."""
+    clip_param: float = 0.2
+    """PPO ratio clip epsilon."""
+    vf_clip_param: float = 10.0
+    """Clip of the squared value error (RLlib semantics; scale with your returns)."""
+    vf_loss_coeff: float = 0.5
+    """Weight of the value loss."""
+    entropy_coeff: float | ScheduleT = 0.0
+    """Entropy bonus: a float, or a schedule [[timestep, value], ...]."""
+    grad_clip: float | None = 0.5
+    """Clip the global gradient norm to this (None: no clipping)."""
+    train_batch_size: int = 2048
+    """Env samples per training iteration, over all env runners."""
+    minibatch_size: int = 256
+    """Samples per SGD step."""
+    num_epochs: int = 10
+    """Passes over the train batch per iteration (RLlib's num_sgd_iter)."""
+    shuffle: bool = True
+    """Shuffle the train batch before each epoch."""
+    rollout_fragment_length: int | Literal["auto"] = "auto"
+    """Steps per env per sample call; auto = train_batch_size / (runners x envs per runner)."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """Network architecture."""
+
+    def __post_init__(self) -> None:
+        _positive(self, "lr", "train_batch_size", "minibatch_size", "num_epochs", "clip_param",
+                  "vf_clip_param")
+        if self.minibatch_size > self.train_batch_size:
+            raise ValueError(
+                f"`minibatch_size` ({self.minibatch_size}) must be <= `train_batch_size` "
+                f"({self.train_batch_size}): each epoch splits the train batch into minibatches. "
+                "Lower minibatch_size or raise train_batch_size."
+            )
+        if not self.use_critic:
+            raise ValueError(
+                "`use_critic=False` cannot work: env runners cut episodes into fragments, and "
+                "only a value function can estimate the return past the cut. Keep "
+                "use_critic=True (set use_gae=False for lambda=1 advantages)."
+            )
+        if isinstance(self.entropy_coeff, tuple):
+            validate_schedule(self.entropy_coeff, "entropy_coeff")
+            if any(v < 0 for _, v in self.entropy_coeff):
+                raise ValueError("`entropy_coeff` schedule values must be >= 0.0.")
+        elif self.entropy_coeff < 0:
+            raise ValueError(f"`entropy_coeff` ({self.entropy_coeff}) must be >= 0.0.")
+        if self.lr_schedule is not None:
+            validate_schedule(self.lr_schedule, "lr_schedule")
+        if not 0 <= self.gamma <= 1 or not 0 <= self.lambda_ <= 1:
+            raise ValueError(f"`gamma` ({self.gamma}) and `lambda_` ({self.lambda_}) must lie in [0, 1].")
+        if self.grad_clip is not None and self.grad_clip <= 0:
+            raise ValueError(f"`grad_clip` ({self.grad_clip}) must be > 0, or None to disable it.")
+        if self.kl_coeff < 0 or self.kl_target < 0:
+            raise ValueError("`kl_coeff` and `kl_target` must be >= 0.")
+        frag = self.rollout_fragment_length
+        if frag != "auto" and (not isinstance(frag, int) or frag <= 0):
+            raise ValueError(f"`rollout_fragment_length` ({frag!r}) must be a positive int or 'auto'.")
+
+    def fragment_length(self, num_runners: int, envs_per_runner: int) -> int:
+        """Steps per env per sample call, so that one round fills the train batch."""
+        if self.rollout_fragment_length != "auto":
+            return self.rollout_fragment_length
+        envs = max(num_runners, 1) * envs_per_runner
+        return max(1, -(-self.train_batch_size // envs))
+
+    def lr_at(self, timestep: int) -> float:
+        return self.lr if self.lr_schedule is None else schedule_value(self.lr_schedule, timestep)
+
+    def entropy_coeff_at(self, timestep: int) -> float:
+        if isinstance(self.entropy_coeff, tuple):
+            return schedule_value(self.entropy_coeff, timestep)
+        return float(self.entropy_coeff)
+
+
+def _positive(cfg: object, *names: str) -> None:
+    for name in names:
+        value = getattr(cfg, name)
+        if value <= 0:
+            raise ValueError(f"`{name}` ({value}) must be > 0.")
+
+
+def ppo_loss(
+    dist_inputs: torch.Tensor,  # [B, D] current policy
+    values: torch.Tensor,  # [B] current value predictions
+    batch: PPOBatch,
+    cfg: PPOConfig,
+    dist,  # Categorical or DiagGaussian
+    kl_coeff: float,
+    entropy_coeff: float,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Total loss and its parts (detached) for one minibatch."""
+    logp = dist.log_prob(dist_inputs, batch.actions)
+    ratio = torch.exp(logp - batch.logp)
+    adv = batch.advantages
+    surrogate = torch.min(adv * ratio, adv * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param))
+    policy_loss = -surrogate.mean()
+    entropy = dist.entropy(dist_inputs).mean()
+    vf_loss = (values - batch.value_targets).pow(2).clamp(max=cfg.vf_clip_param).mean()
+    loss = policy_loss + cfg.vf_loss_coeff * vf_loss - entropy_coeff * entropy
+    parts = {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
+    if cfg.use_kl_loss and kl_coeff > 0:  # skipped otherwise: it costs a softmax per step
+        parts["kl"] = dist.kl(batch.dist_inputs, dist_inputs).mean()
+        loss = loss + kl_coeff * parts["kl"]
+    return loss, {k: v.detach() for k, v in parts.items()}
+
+
+def update_kl_coeff(kl_coeff: float, kl: float, kl_target: float) -> float:
+    """RLlib's adaptive rule: x1.5 above 2 x target, x0.5 below target / 2."""
+    if kl > 2.0 * kl_target:
+        return kl_coeff * 1.5
+    if kl < 0.5 * kl_target:
+        return kl_coeff * 0.5
+    return kl_coeff
+
+
+GradHook = Callable[[list[nn.Parameter], int], None]
+
+
+def ppo_update(
+    model: ActorCritic,
+    opt: torch.optim.Optimizer,
+    batch: PPOBatch,
+    cfg: PPOConfig,
+    kl_coeff: float,
+    entropy_coeff: float,
+    generator: torch.Generator | None = None,
+    grad_hook: GradHook | None = None,
+) -> dict[str, float]:
+    """num_epochs of minibatch SGD on one train batch; returns mean metrics.
+
+    ``grad_hook(params, minibatch_len)`` runs after backward and before clipping (DD-PPO
+    all-reduces gradients there). The reported ``kl`` is KL(sampling || updated policy)
+    over the whole batch after the last step, the quantity the KL coefficient adapts to.
+    """
+    params = [p for p in model.parameters()]
+    n = len(batch)
+    sums: dict[str, torch.Tensor] = {}
+    steps = 0
+    for _ in range(cfg.num_epochs):
+        order = torch.randperm(n, generator=generator) if cfg.shuffle else torch.arange(n)
+        for start in range(0, n, cfg.minibatch_size):
+            mb = batch.index(order[start : start + cfg.minibatch_size])
+            dist_inputs, values = model(mb.obs)
+            loss, parts = ppo_loss(dist_inputs, values, mb, cfg, model.dist, kl_coeff, entropy_coeff)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if grad_hook is not None:
+                grad_hook(params, len(mb))
+            if cfg.grad_clip is not None:
+                parts["grad_norm"] = nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            opt.step()
+            for k, v in parts.items():
+                sums[k] = sums.get(k, 0.0) + v
+            steps += 1
+    metrics = {k: float(v) / steps for k, v in sums.items()}
+    with torch.no_grad():
+        dist_inputs, _ = model(batch.obs)
+        metrics["kl"] = float(model.dist.kl(batch.dist_inputs, dist_inputs).mean())
+    return metrics

@@ -1,0 +1,57 @@
+"""Deployment settings, apart from algorithm hyperparameters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from distrl.envs import EnvSpec
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Where and how long a run goes: env, workers, stopping, logging, Ray."""
+
+    env: EnvSpec = "CartPole-v1"
+    """Gymnasium env id, or (from Python) a zero-argument factory returning an Env."""
+    num_env_runners: int = 2
+    """Ray actors that sample in parallel; 0 samples in the driver with no Ray at all."""
+    num_envs_per_env_runner: int = 8
+    """Vectorised sub-envs per runner (and in the driver when num_env_runners=0)."""
+    num_cpus_per_env_runner: float = 1.0
+    """CPUs Ray reserves for each env runner."""
+    seed: int = 0
+    """Seed of weights, envs and sampling; equal seeds give equal in-process runs."""
+    stop_return: float | None = None
+    """Stop once the mean return of the last 100 episodes reaches this."""
+    max_env_steps: int = 1_000_000
+    """Stop after this many env steps."""
+    logdir: str | None = None
+    """Directory for metrics.jsonl, TensorBoard events and checkpoints (default runs/<name>)."""
+    checkpoint_every: int = 0
+    """Also checkpoint every N iterations (0: only at the end)."""
+    resume: str | None = None
+    """Continue the run saved in this logdir or checkpoint directory."""
+    address: str | None = None
+    """Ray cluster to join (else $RAY_ADDRESS, else an embedded local cluster)."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Learner device; auto picks CUDA when available."""
+    num_torch_threads: int = 1
+    """Torch intra-op threads of the learner (small nets run fastest on one)."""
+    json: bool = False
+    """Print the final result as one JSON object on the last stdout line."""
+    progress: bool = True
+    """Show live progress on the terminal (only when stderr is a TTY)."""
+
+    def __post_init__(self) -> None:
+        for name in ("num_envs_per_env_runner", "max_env_steps", "num_torch_threads"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"`{name}` ({getattr(self, name)}) must be > 0.")
+        if self.num_env_runners < 0:
+            raise ValueError(
+                f"`num_env_runners` ({self.num_env_runners}) must be >= 0 (0 = sample in-process)."
+            )
+        if self.checkpoint_every < 0:
+            raise ValueError(f"`checkpoint_every` ({self.checkpoint_every}) must be >= 0.")
+        if self.num_cpus_per_env_runner < 0:
+            raise ValueError("`num_cpus_per_env_runner` must be >= 0.")

@@ -1,0 +1,76 @@
+"""Namespaced metrics to JSONL and TensorBoard, and progress on the terminal."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+SHOWN = ("iteration", "env/steps_total", "env/episode_return_mean", "env/steps_per_s",
+         "learner/policy_loss", "learner/vf_loss", "learner/kl", "time/total_s")
+
+
+class MetricsLogger:
+    """Appends one JSON line per iteration, mirrors scalars to TensorBoard, shows progress."""
+
+    def __init__(self, logdir: Path, progress: bool = True):
+        from torch.utils.tensorboard import SummaryWriter  # slow import: only when logging
+
+        logdir.mkdir(parents=True, exist_ok=True)
+        self.jsonl = (logdir / "metrics.jsonl").open("a")
+        self.tb = SummaryWriter(str(logdir))
+        self.console = Console(stderr=True)
+        self.live: Live | None = None
+        if progress and sys.stderr.isatty():
+            self.live = Live(console=self.console, refresh_per_second=4, transient=False)
+            self.live.start()
+        self.plain = progress and self.live is None
+        self._last_line = 0.0
+
+    def log(self, metrics: dict[str, Any]) -> None:
+        self.jsonl.write(json.dumps(metrics) + "\n")
+        self.jsonl.flush()
+        step = int(metrics.get("env/steps_total", metrics.get("iteration", 0)))
+        for key, value in metrics.items():
+            if isinstance(value, int | float) and key != "iteration":
+                self.tb.add_scalar(key, value, step)
+        if self.live is not None:
+            self.live.update(_table(metrics))
+        elif self.plain and time.monotonic() - self._last_line > 10.0:
+            # Not a TTY (CI, nohup): a short line every 10 s instead of a live table.
+            self._last_line = time.monotonic()
+            self.info("  ".join(f"{k}={_fmt(metrics[k])}" for k in SHOWN if k in metrics))
+
+    def info(self, text: str) -> None:
+        """A one-line message for a person (stderr, so stdout stays machine-readable)."""
+        self.console.print(text)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+        self.tb.close()
+        self.jsonl.close()
+
+
+def _table(metrics: dict[str, Any]) -> Table:
+    table = Table(title="distrl", show_header=False, min_width=48)
+    for key in SHOWN:
+        if key in metrics:
+            value = metrics[key]
+            table.add_row(key, _fmt(value))
+    return table
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open() as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:,.4g}" if isinstance(value, float) else f"{value:,}"

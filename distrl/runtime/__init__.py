@@ -1,0 +1,1 @@
+"""The only package that imports Ray: actors, placement, cluster set-up."""

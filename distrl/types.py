@@ -1,0 +1,74 @@
+"""Typed batches: dataclasses of arrays with their shapes, no string-keyed dicts.
+
+B = samples in a batch, D = distribution-input width, E = finished episodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+import torch
+
+
+@dataclass
+class Rollout:
+    """What an env runner returns for one fragment: post-processed, numpy, flat."""
+
+    obs: np.ndarray  # [B, *obs_shape]
+    actions: np.ndarray  # [B] int64 (discrete) or [B, A] float32 (continuous, unclipped)
+    logp: np.ndarray  # [B] log-prob of the action under the sampling policy
+    dist_inputs: np.ndarray  # [B, D] sampling policy's logits / (mean, log_std)
+    values: np.ndarray  # [B] V(obs) under the sampling policy
+    advantages: np.ndarray  # [B] GAE advantages (not standardized)
+    value_targets: np.ndarray  # [B] advantages + values
+    episode_returns: np.ndarray  # [E] returns of episodes that ended in this fragment
+    episode_lengths: np.ndarray  # [E]
+    env_steps: int  # env steps taken, reset steps included (>= B)
+    weights_version: int  # version of the weights that acted
+
+    @property
+    def size(self) -> int:
+        return int(self.obs.shape[0])
+
+    @staticmethod
+    def concat(parts: list[Rollout]) -> Rollout:
+        """One rollout from several; weights_version is the oldest that acted."""
+        arrays = {
+            f.name: np.concatenate([getattr(p, f.name) for p in parts])
+            for f in fields(Rollout)
+            if f.name not in ("env_steps", "weights_version")
+        }
+        return Rollout(
+            **arrays,
+            env_steps=sum(p.env_steps for p in parts),
+            weights_version=min(p.weights_version for p in parts),
+        )
+
+
+@dataclass
+class PPOBatch:
+    """A train batch on the learner's device."""
+
+    obs: torch.Tensor  # [B, *obs_shape]
+    actions: torch.Tensor  # [B] or [B, A]
+    logp: torch.Tensor  # [B]
+    dist_inputs: torch.Tensor  # [B, D]
+    values: torch.Tensor  # [B]
+    advantages: torch.Tensor  # [B] standardized over the whole batch
+    value_targets: torch.Tensor  # [B]
+
+    @staticmethod
+    def from_rollout(r: Rollout, device: torch.device | str = "cpu") -> PPOBatch:
+        adv = r.advantages
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        def t(x: np.ndarray) -> torch.Tensor:
+            return torch.as_tensor(x, device=device)
+        return PPOBatch(t(r.obs), t(r.actions), t(r.logp), t(r.dist_inputs), t(r.values),
+                        t(adv.astype(np.float32)), t(r.value_targets))
+
+    def __len__(self) -> int:
+        return int(self.obs.shape[0])
+
+    def index(self, idx: torch.Tensor) -> PPOBatch:
+        return PPOBatch(*(getattr(self, f.name)[idx] for f in fields(self)))
