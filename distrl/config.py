@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
+
+import tyro
 
 from distrl.envs import EnvSpec
 
@@ -12,7 +14,7 @@ from distrl.envs import EnvSpec
 class RunConfig:
     """Where and how long a run goes: env, workers, stopping, logging, Ray."""
 
-    env: EnvSpec = "CartPole-v1"
+    env: Annotated[EnvSpec, tyro.conf.arg(constructor=str, metavar="ENV_ID")] = "CartPole-v1"
     """Gymnasium env id, or (from Python) a zero-argument factory returning an Env."""
     num_env_runners: int = 2
     """Ray actors that sample in parallel; 0 samples in the driver with no Ray at all."""

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
+import tyro
 from torch import nn
 
 from distrl.nets import ActorCritic, ModelConfig
@@ -30,7 +31,7 @@ class PPOConfig:
     """Learning rate as [[timestep, value], ...], linearly interpolated over env steps."""
     gamma: float = 0.99
     """Discount factor."""
-    lambda_: float = 0.95
+    lambda_: Annotated[float, tyro.conf.arg(aliases=("--lambda",))] = 0.95
     """GAE lambda."""
     use_critic: bool = True
     """Learn a value function as baseline (needed to bootstrap truncated fragments)."""
@@ -189,7 +190,7 @@ def ppo_update(
             if grad_hook is not None:
                 grad_hook(params, len(mb))
             if cfg.grad_clip is not None:
-                parts["grad_norm"] = nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+                parts["grad_norm"] = nn.utils.clip_grad_norm_(params, cfg.grad_clip, foreach=True)
             opt.step()
             for k, v in parts.items():
                 sums[k] = sums.get(k, 0.0) + v

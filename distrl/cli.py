@@ -1,0 +1,86 @@
+"""Command line: ``distrl train ppo ...`` and ``distrl eval CHECKPOINT ...``.
+
+Flags are generated from the config dataclasses (tyro), so the CLI and the Python API
+share every name: ``--clip-param`` is ``PPOConfig.clip_param``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Annotated
+
+import tyro
+
+from distrl.algos.ppo import PPOConfig
+from distrl.config import RunConfig
+
+USAGE = """usage: distrl train ppo [--help] [FLAGS]
+       distrl eval CHECKPOINT [--episodes N] [--seed S]
+"""
+
+
+@dataclass(frozen=True)
+class TrainPPO:
+    """Train PPO. Deployment flags and PPO hyperparameters share one flat namespace."""
+
+    run: Annotated[RunConfig, tyro.conf.OmitArgPrefixes]
+    ppo: Annotated[PPOConfig, tyro.conf.OmitArgPrefixes]
+
+
+@dataclass(frozen=True)
+class Eval:
+    """Mean greedy return of a saved policy."""
+
+    checkpoint: tyro.conf.Positional[str]
+    """A run's logdir, its checkpoint/ directory, or a checkpoint.pt file."""
+    episodes: int = 10
+    """Episodes to run."""
+    seed: int = 0
+    """Seed of the evaluation envs."""
+    json: bool = False
+    """Print the result as one JSON object."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:2] == ["train", "ppo"]:
+        _train_ppo(argv[2:])
+    elif argv[:1] == ["eval"]:
+        _eval(argv[1:])
+    else:
+        sys.stderr.write(USAGE)
+        raise SystemExit(0 if argv[:1] in (["-h"], ["--help"]) else 2)
+
+
+def _train_ppo(args: list[str]) -> None:
+    from distrl.train import train_ppo
+
+    try:
+        cli = tyro.cli(TrainPPO, args=args, prog="distrl train ppo")
+        result = train_ppo(cli.ppo, cli.run)
+    except (ValueError, FileNotFoundError) as err:
+        raise SystemExit(f"distrl: error: {err}") from None
+    if cli.run.json:
+        print(json.dumps(result))
+    else:
+        print(f"done: {result['stopped_by']} after {result['env/steps_total']:,} env steps, "
+              f"{result['time/total_s']:.1f} s; mean return "
+              f"{result['env/episode_return_mean']:.1f}; checkpoint {result['checkpoint']}")
+
+
+def _eval(args: list[str]) -> None:
+    from distrl.evaluate import evaluate
+
+    cli = tyro.cli(Eval, args=args, prog="distrl eval")
+    try:
+        returns = evaluate(cli.checkpoint, cli.episodes, cli.seed)
+    except (ValueError, FileNotFoundError) as err:
+        raise SystemExit(f"distrl: error: {err}") from None
+    mean = sum(returns) / len(returns)
+    if cli.json:
+        print(json.dumps({"episode_return_mean": mean, "episodes": len(returns),
+                          "returns": returns}))
+    else:
+        print(f"mean greedy return over {len(returns)} episodes: {mean:.2f}")

@@ -1,0 +1,79 @@
+"""Every validation rule raises a ValueError that says what to change."""
+
+import gymnasium as gym
+import pytest
+
+from distrl.algos.ppo import PPOConfig
+from distrl.config import RunConfig
+from distrl.envs import check_env_id
+from distrl.nets import ActorCritic, ModelConfig, check_spaces
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(minibatch_size=512, train_batch_size=256), r"minibatch_size.*<= `train_batch_size`"),
+    (dict(use_critic=False), "only a value function can estimate"),
+    (dict(entropy_coeff=-0.01), r"entropy_coeff.*>= 0"),
+    (dict(entropy_coeff=((0, 0.01), (100, -0.1))), r"entropy_coeff.*>= 0"),
+    (dict(entropy_coeff=((0, 0.01, 3),)), r"\[timestep, value\] pair"),
+    (dict(lr_schedule=((100, 1e-3), (50, 1e-4))), "strictly increasing"),
+    (dict(lr_schedule=()), "empty"),
+    (dict(train_batch_size=0), r"`train_batch_size` \(0\) must be > 0"),
+    (dict(minibatch_size=-1), r"`minibatch_size` \(-1\) must be > 0"),
+    (dict(num_epochs=0), r"`num_epochs` \(0\) must be > 0"),
+    (dict(lr=0.0), r"`lr` \(0.0\) must be > 0"),
+    (dict(clip_param=0.0), r"`clip_param`"),
+    (dict(gamma=1.5), r"`gamma`.*\[0, 1\]"),
+    (dict(lambda_=-0.1), r"`lambda_`.*\[0, 1\]"),
+    (dict(grad_clip=0.0), r"`grad_clip`.*None to disable"),
+    (dict(kl_coeff=-1.0), "kl_coeff"),
+    (dict(rollout_fragment_length=0), r"rollout_fragment_length.*'auto'"),
+])
+def test_ppo_config_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        PPOConfig(**kwargs)
+
+
+def test_model_config_errors():
+    with pytest.raises(ValueError, match="hiddens"):
+        ModelConfig(hiddens=())
+    with pytest.raises(ValueError, match="hiddens"):
+        ModelConfig(hiddens=(64, 0))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(num_env_runners=-1), "0 = sample in-process"),
+    (dict(num_envs_per_env_runner=0), "num_envs_per_env_runner"),
+    (dict(max_env_steps=0), "max_env_steps"),
+    (dict(checkpoint_every=-2), "checkpoint_every"),
+])
+def test_run_config_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        RunConfig(**kwargs)
+
+
+def test_unknown_env_id_suggests_close_names():
+    with pytest.raises(ValueError, match=r"unknown env id 'CartPol-v1'.*Did you mean 'CartPole-v1'"):
+        check_env_id("CartPol-v1")
+    with pytest.raises(ValueError, match="not registered") as err:
+        check_env_id("TotallyUnrelatedThing-v9")
+    assert "Did you mean" not in str(err.value)
+    check_env_id("CartPole-v1")  # no error
+
+
+@pytest.mark.parametrize("obs,act,match", [
+    (gym.spaces.Dict({"a": gym.spaces.Discrete(2)}), gym.spaces.Discrete(2), "FlattenObservation"),
+    (gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-1, 1, (2, 2)), "must be 1-D"),
+    (gym.spaces.Box(-1, 1, (3,)), gym.spaces.MultiBinary(3), "Discrete or a 1-D Box"),
+])
+def test_space_mismatch_errors(obs, act, match):
+    with pytest.raises(ValueError, match=match):
+        check_spaces(obs, act)
+    with pytest.raises(ValueError, match=match):
+        ActorCritic(obs, act, ModelConfig())
+
+
+def test_auto_fragment_length_fills_the_batch():
+    cfg = PPOConfig(train_batch_size=1024, minibatch_size=256)
+    assert cfg.fragment_length(num_runners=2, envs_per_runner=8) == 64
+    assert cfg.fragment_length(num_runners=0, envs_per_runner=16) == 64
+    assert PPOConfig(rollout_fragment_length=10).fragment_length(2, 8) == 10
