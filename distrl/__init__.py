@@ -16,7 +16,7 @@ _EXPORTS = {
     "ModelConfig": "distrl.nets",
     "RunConfig": "distrl.config",
     "train_ppo": "distrl.train",
-    "evaluate": "distrl.evaluate",
+    "evaluate": "distrl.evaluation",
 }
 __all__ = sorted(_EXPORTS)
 

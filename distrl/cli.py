@@ -71,7 +71,7 @@ def _train_ppo(args: list[str]) -> None:
 
 
 def _eval(args: list[str]) -> None:
-    from distrl.evaluate import evaluate
+    from distrl.evaluation import evaluate
 
     cli = tyro.cli(Eval, args=args, prog="distrl eval")
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass
 
+import cloudpickle
 import gymnasium as gym
 import numpy as np
 import torch
@@ -139,12 +140,18 @@ class EnvRunner:
             env_steps=int(rewards.size), weights_version=self.version,
         )
 
-    def get_state(self) -> bytes:
-        """Everything needed to continue sampling exactly where this runner is."""
-        return pickle.dumps((self.envs, self.obs, self.prev_done, self.ep_return, self.ep_len,
-                             self.generator.get_state()))
+    def get_state(self) -> bytes | None:
+        """Everything needed to continue sampling exactly where this runner is, or None
+        when the env cannot be pickled (then a resume starts fresh episodes)."""
+        try:
+            return cloudpickle.dumps((self.envs, self.obs, self.prev_done, self.ep_return,
+                                      self.ep_len, self.generator.get_state()))
+        except (pickle.PicklingError, TypeError, AttributeError):  # a process, socket, ...
+            return None
 
-    def set_state(self, state: bytes) -> None:
+    def set_state(self, state: bytes | None) -> None:
+        if state is None:
+            return
         self.envs.close()
         (self.envs, self.obs, self.prev_done, self.ep_return, self.ep_len,
          gen_state) = pickle.loads(state)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,7 +21,7 @@ def validate_schedule(schedule: Schedule, name: str) -> None:
                 f"`{name}` entry {list(point)} is not a [timestep, value] pair; {example}."
             )
     steps = [p[0] for p in schedule]
-    if steps[0] < 0 or any(b <= a for a, b in zip(steps, steps[1:])):
+    if steps[0] < 0 or any(b <= a for a, b in itertools.pairwise(steps)):
         raise ValueError(
             f"`{name}` timesteps {steps} must be >= 0 and strictly increasing; {example}."
         )

@@ -90,14 +90,18 @@ class PPOConfig:
         if self.lr_schedule is not None:
             validate_schedule(self.lr_schedule, "lr_schedule")
         if not 0 <= self.gamma <= 1 or not 0 <= self.lambda_ <= 1:
-            raise ValueError(f"`gamma` ({self.gamma}) and `lambda_` ({self.lambda_}) must lie in [0, 1].")
+            raise ValueError(
+                f"`gamma` ({self.gamma}) and `lambda_` ({self.lambda_}) must lie in [0, 1]."
+            )
         if self.grad_clip is not None and self.grad_clip <= 0:
             raise ValueError(f"`grad_clip` ({self.grad_clip}) must be > 0, or None to disable it.")
         if self.kl_coeff < 0 or self.kl_target < 0:
             raise ValueError("`kl_coeff` and `kl_target` must be >= 0.")
         frag = self.rollout_fragment_length
         if frag != "auto" and (not isinstance(frag, int) or frag <= 0):
-            raise ValueError(f"`rollout_fragment_length` ({frag!r}) must be a positive int or 'auto'.")
+            raise ValueError(
+                f"`rollout_fragment_length` ({frag!r}) must be a positive int or 'auto'."
+            )
 
     def fragment_length(self, num_runners: int, envs_per_runner: int) -> int:
         """Steps per env per sample call, so that one round fills the train batch."""
@@ -184,7 +188,8 @@ def ppo_update(
         for start in range(0, n, cfg.minibatch_size):
             mb = batch.index(order[start : start + cfg.minibatch_size])
             dist_inputs, values = model(mb.obs)
-            loss, parts = ppo_loss(dist_inputs, values, mb, cfg, model.dist, kl_coeff, entropy_coeff)
+            loss, parts = ppo_loss(dist_inputs, values, mb, cfg, model.dist, kl_coeff,
+                                   entropy_coeff)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if grad_hook is not None:

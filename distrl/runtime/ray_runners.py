@@ -76,7 +76,8 @@ class RayRunnerGroup:
             except ray.exceptions.RayActorError as err:
                 if self.restarts[i] >= MAX_RESTARTS:
                     raise RuntimeError(
-                        f"env runner {i} died {MAX_RESTARTS + 1} times; giving up. Last error: {err}"
+                        f"env runner {i} died {MAX_RESTARTS + 1} times; giving up. "
+                        f"Last error: {err}"
                     ) from err
                 self.restarts[i] += 1
                 print(f"distrl: env runner {i} died ({type(err).__name__}); restart "
@@ -88,7 +89,7 @@ class RayRunnerGroup:
         return ray.get([a.get_state.remote() for a in self.actors])
 
     def set_states(self, states: list[bytes]) -> None:
-        ray.get([a.set_state.remote(s) for a, s in zip(self.actors, states)])
+        ray.get([a.set_state.remote(s) for a, s in zip(self.actors, states, strict=True)])
 
     def close(self) -> None:
         for a in self.actors:

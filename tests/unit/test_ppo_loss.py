@@ -29,7 +29,8 @@ def test_ppo_loss_against_hand_computed_numbers():
     values = torch.tensor([1.0, 3.0])
     loss, parts = ppo_loss(new_logits, values, two_sample_batch([1.0, -2.0]), cfg, Categorical,
                            kl_coeff=0.2, entropy_coeff=0.01)
-    # ratios 1.2 (A=+1) and 0.8 (A=-2); clipped to [0.9, 1.1]: min(1.2, 1.1)=1.1, min(-1.6, -1.8)=-1.8
+    # ratios 1.2 (A=+1) and 0.8 (A=-2), clipped to [0.9, 1.1]:
+    # min(1.2, 1.1) = 1.1 and min(-1.6, -1.8) = -1.8
     assert parts["policy_loss"].item() == pytest.approx(-(1.1 - 1.8) / 2, rel=1e-5)
     # squared errors 1 and 9, the second clipped to 5
     assert parts["vf_loss"].item() == pytest.approx(3.0, rel=1e-5)

@@ -52,7 +52,7 @@ def test_run_config_errors(kwargs, match):
 
 
 def test_unknown_env_id_suggests_close_names():
-    with pytest.raises(ValueError, match=r"unknown env id 'CartPol-v1'.*Did you mean 'CartPole-v1'"):
+    with pytest.raises(ValueError, match=r"env id 'CartPol-v1'.*Did you mean 'CartPole-v1'"):
         check_env_id("CartPol-v1")
     with pytest.raises(ValueError, match="not registered") as err:
         check_env_id("TotallyUnrelatedThing-v9")
