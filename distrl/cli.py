@@ -15,8 +15,9 @@ import tyro
 
 from distrl.algos.ppo import PPOConfig
 from distrl.config import RunConfig
+from distrl.tuned import tuned
 
-USAGE = """usage: distrl train ppo [--help] [FLAGS]
+USAGE = """usage: distrl train ppo [--help] [--tuned NAME] [FLAGS]
        distrl eval CHECKPOINT [--episodes N] [--seed S]
 """
 
@@ -58,7 +59,8 @@ def _train_ppo(args: list[str]) -> None:
     from distrl.train import train_ppo
 
     try:
-        cli = tyro.cli(TrainPPO, args=args, prog="distrl train ppo")
+        name, args = _pop_tuned(args)
+        cli = tyro.cli(TrainPPO, args=args, prog="distrl train ppo", default=_defaults(name))
         result = train_ppo(cli.ppo, cli.run)
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"distrl: error: {err}") from None
@@ -68,6 +70,26 @@ def _train_ppo(args: list[str]) -> None:
         print(f"done: {result['stopped_by']} after {result['env/steps_total']:,} env steps, "
               f"{result['time/total_s']:.1f} s; mean return "
               f"{result['env/episode_return_mean']:.1f}; checkpoint {result['checkpoint']}")
+
+
+def _pop_tuned(args: list[str]) -> tuple[str | None, list[str]]:
+    """Take ``--tuned NAME`` out of the flags: it picks the defaults the others override."""
+    for i, arg in enumerate(args):
+        if arg == "--tuned" and i + 1 < len(args):
+            return args[i + 1], args[:i] + args[i + 2 :]
+        if arg.startswith("--tuned="):
+            return arg.split("=", 1)[1], args[:i] + args[i + 1 :]
+    return None, args
+
+
+def _defaults(name: str | None) -> TrainPPO | None:
+    if name is None:
+        return None
+    t = tuned(name)
+    n_runners = RunConfig().num_env_runners
+    run = RunConfig(env=t.env, stop_return=t.stop_return,
+                    num_envs_per_env_runner=t.num_envs // n_runners)
+    return TrainPPO(run=run, ppo=t.ppo)
 
 
 def _eval(args: list[str]) -> None:

@@ -6,6 +6,7 @@ distrl.runtime.ray_runners.
 from __future__ import annotations
 
 import pickle
+import warnings
 from dataclasses import dataclass
 
 import cloudpickle
@@ -63,7 +64,11 @@ class EnvRunner:
     def set_weights(self, weights: Weights, version: int) -> None:
         """Load weights unless this version is already loaded."""
         if version != self.version:
-            self.model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+            with warnings.catch_warnings():
+                # Ray hands out read-only views of its shared memory; load_state_dict
+                # copies from them and never writes through, so torch's warning is moot.
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                self.model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
             self.version = version
 
     def sample(self, steps_per_env: int, weights: Weights | None = None,

@@ -69,9 +69,14 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None) -> 
     logger = MetricsLogger(logdir, run.progress)
     frag = config.fragment_length(run.num_env_runners, run.num_envs_per_env_runner)
     stopped_by = "max_env_steps"
+    tick = time.perf_counter()
     try:
         while True:
             metrics = _iteration(config, model, opt, runners, progress, generator, frag, device)
+            # Wall time of the loop, logging and checkpoints included (not Ray's start-up).
+            now = time.perf_counter()
+            progress.time_s, tick = progress.time_s + now - tick, now
+            metrics["time/total_s"] = progress.time_s
             logger.log(metrics)
             if run.checkpoint_every and progress.iteration % run.checkpoint_every == 0:
                 _save(logdir, config, run, model, opt, generator, runners, progress)
@@ -110,10 +115,8 @@ def _iteration(config: PPOConfig, model: ActorCritic, opt: torch.optim.Optimizer
     p.episodes += len(rollout.episode_returns)
     p.returns.extend(rollout.episode_returns.tolist())
     p.lengths.extend(rollout.episode_lengths.tolist())
-    p.time_s += t2 - t0
     return {
         "iteration": p.iteration,
-        "time/total_s": p.time_s,
         "time/sample_s": t1 - t0,
         "time/learn_s": t2 - t1,
         "env/steps_total": p.env_steps,

@@ -45,8 +45,10 @@ class PPOConfig:
     """KL target: the coefficient x1.5 when KL > 2 x target, x0.5 when KL < target / 2."""
     clip_param: float = 0.2
     """PPO ratio clip epsilon."""
-    vf_clip_param: float = 10.0
-    """Clip of the squared value error (RLlib semantics; scale with your returns)."""
+    vf_clip_param: float | None = None
+    """Clip of the squared value error (RLlib's meaning; None: no clip). RLlib's 10.0
+    silences the value gradient wherever |error| > 3.2, i.e. early on any env whose
+    returns exceed ~3: set it only with the scale of your returns in mind."""
     vf_loss_coeff: float = 0.5
     """Weight of the value loss."""
     entropy_coeff: float | ScheduleT = 0.0
@@ -67,8 +69,9 @@ class PPOConfig:
     """Network architecture."""
 
     def __post_init__(self) -> None:
-        _positive(self, "lr", "train_batch_size", "minibatch_size", "num_epochs", "clip_param",
-                  "vf_clip_param")
+        _positive(self, "lr", "train_batch_size", "minibatch_size", "num_epochs", "clip_param")
+        if self.vf_clip_param is not None and self.vf_clip_param <= 0:
+            raise ValueError(f"`vf_clip_param` ({self.vf_clip_param}) must be > 0, or None.")
         if self.minibatch_size > self.train_batch_size:
             raise ValueError(
                 f"`minibatch_size` ({self.minibatch_size}) must be <= `train_batch_size` "
@@ -142,7 +145,10 @@ def ppo_loss(
     surrogate = torch.min(adv * ratio, adv * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param))
     policy_loss = -surrogate.mean()
     entropy = dist.entropy(dist_inputs).mean()
-    vf_loss = (values - batch.value_targets).pow(2).clamp(max=cfg.vf_clip_param).mean()
+    vf_err = (values - batch.value_targets).pow(2)
+    if cfg.vf_clip_param is not None:
+        vf_err = vf_err.clamp(max=cfg.vf_clip_param)
+    vf_loss = vf_err.mean()
     loss = policy_loss + cfg.vf_loss_coeff * vf_loss - entropy_coeff * entropy
     parts = {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
     if cfg.use_kl_loss and kl_coeff > 0:  # skipped otherwise: it costs a softmax per step

@@ -22,6 +22,7 @@ from distrl.nets import ActorCritic, ModelConfig, check_spaces
     (dict(num_epochs=0), r"`num_epochs` \(0\) must be > 0"),
     (dict(lr=0.0), r"`lr` \(0.0\) must be > 0"),
     (dict(clip_param=0.0), r"`clip_param`"),
+    (dict(vf_clip_param=0.0), r"`vf_clip_param`.*or None"),
     (dict(gamma=1.5), r"`gamma`.*\[0, 1\]"),
     (dict(lambda_=-0.1), r"`lambda_`.*\[0, 1\]"),
     (dict(grad_clip=0.0), r"`grad_clip`.*None to disable"),

@@ -1,0 +1,30 @@
+# Two commands do everything on a fresh machine:
+#   make train   PPO on CartPole-v1, embedded local Ray, 2 env runners, stops at return 475
+#   make test    the test suite (unit, integration on a 2-CPU local Ray, learning)
+# Both create .venv on first use. constraints.txt pins torch to the CPU wheel used on the
+# reference machines; `pip install distrl` elsewhere takes any torch >= 2.2.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
+
+.PHONY: train test lint bench setup
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+train: $(STAMP)
+	$(BIN)/distrl train ppo --tuned cartpole --env CartPole-v1 --num-env-runners 2 --stop-return 475
+
+test: $(STAMP)
+	$(BIN)/ruff check distrl tests bench
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bench]'
+	$(BIN)/python bench/ppo_cartpole.py | tee bench/out/ppo_cartpole.jsonl
+	$(BIN)/python bench/plot_ppo_cartpole.py

@@ -1,0 +1,144 @@
+"""Wall-clock seconds from the start of training to a mean-100 return of 475 on
+CartPole-v1: distrl in-process, distrl with 2 Ray env runners, Stable-Baselines3 PPO.
+
+Every trial runs in a fresh subprocess (same torch threads for all), interleaved by seed
+so that machine noise hits all three alike. Ray's start-up and actor creation are
+reported apart from the training time. Prints one JSON line per trial, then the summary
+as the last line; curves for bench/plot_ppo_cartpole.py go to bench/out/.
+
+    python bench/ppo_cartpole.py [--seeds 0 1 2] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+OUT = Path(__file__).parent / "out"
+TARGET = 475.0
+SYSTEMS = ("sb3", "distrl", "distrl_ray2")
+
+
+def run_distrl(seed: int, runners: int, logdir: Path) -> dict:
+    from distrl import RunConfig, train_ppo
+    from distrl.metrics import read_jsonl
+    from distrl.tuned import tuned
+
+    shutil.rmtree(logdir, ignore_errors=True)  # metrics.jsonl appends: start clean
+    t = tuned("cartpole")
+    per_runner = t.num_envs // max(runners, 1)  # 32 sub-envs in total either way
+    t0 = time.perf_counter()
+    r = train_ppo(t.ppo, RunConfig(env=t.env, num_env_runners=runners, seed=seed,
+                                   num_envs_per_env_runner=per_runner, stop_return=TARGET,
+                                   max_env_steps=300_000, logdir=str(logdir), progress=False))
+    wall = time.perf_counter() - t0
+    rows = read_jsonl(logdir / "metrics.jsonl")
+    return {
+        "reached": r["stopped_by"] == "stop_return", "train_s": r["time/total_s"],
+        "env_steps": r["env/steps_total"], "ray_start_s": r["ray_start_s"],
+        "setup_s": wall - r["time/total_s"] - r["ray_start_s"],
+        "sample_s": sum(x["time/sample_s"] for x in rows),
+        "learn_s": sum(x["time/learn_s"] for x in rows),
+        "curve": [(x["time/total_s"], x["env/episode_return_mean"]) for x in rows],
+    }
+
+
+def run_sb3(seed: int) -> dict:
+    """rl-zoo3's hyperparameters for CartPole-v1 (hyperparams/ppo.yml)."""
+    import numpy as np
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.utils import LinearSchedule
+
+    class StopAt(BaseCallback):
+        curve: list
+
+        def _on_training_start(self) -> None:
+            self.t0, self.curve, self.hit = time.perf_counter(), [], False
+
+        def _on_rollout_end(self) -> None:
+            buf = self.model.ep_info_buffer
+            mean = float(np.mean([e["r"] for e in buf])) if buf else float("nan")
+            self.curve.append((time.perf_counter() - self.t0, mean))
+            self.hit = self.hit or mean >= TARGET
+
+        def _on_step(self) -> bool:
+            return not self.hit
+
+    env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
+    model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
+                n_epochs=20, ent_coef=0.0, learning_rate=LinearSchedule(1e-3, 0.0, 1.0),
+                clip_range=LinearSchedule(0.2, 0.0, 1.0), seed=seed, device="cpu")
+    cb = StopAt()
+    model.learn(total_timesteps=100_000, callback=cb)  # rl-zoo's n_timesteps
+    train_s = cb.curve[-1][0]
+    return {"reached": cb.hit, "train_s": train_s, "env_steps": model.num_timesteps,
+            "curve": cb.curve}
+
+
+def one(system: str, seed: int, threads: int) -> dict:
+    import torch
+
+    torch.set_num_threads(threads)
+    logdir = OUT / f"runs/{system}_{seed}"
+    if system == "sb3":
+        result = run_sb3(seed)
+    else:
+        result = run_distrl(seed, 2 if system == "distrl_ray2" else 0, logdir)
+    return {"system": system, "seed": seed, "threads": threads, **result}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--one", choices=SYSTEMS)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(one(args.one, args.seed, args.threads)))
+        return
+    OUT.mkdir(exist_ok=True)
+    trials = []
+    for seed in args.seeds:
+        for system in SYSTEMS:
+            out = subprocess.run(
+                [sys.executable, __file__, "--one", system, "--seed", str(seed),
+                 "--threads", str(args.threads)], capture_output=True, text=True, check=True)
+            trial = json.loads(out.stdout.strip().splitlines()[-1])
+            trials.append(trial)
+            print(json.dumps({k: v for k, v in trial.items() if k != "curve"}), flush=True)
+    (OUT / "ppo_cartpole_curves.json").write_text(json.dumps(trials))
+    print(json.dumps(summary(trials)))
+
+
+def summary(trials: list[dict]) -> dict:
+    def of(system: str, key: str) -> list:
+        return [t[key] for t in trials if t["system"] == system]
+
+    med = {s: statistics.median(of(s, "train_s")) for s in SYSTEMS}
+    rate = {s: sum(of(s, "env_steps")) / sum(of(s, "train_s")) for s in SYSTEMS}
+    return {
+        "distrl_median_s": med["distrl"], "distrl_ray2_median_s": med["distrl_ray2"],
+        "sb3_median_s": med["sb3"],
+        "ratio": med["distrl"] / med["sb3"], "ratio_ray2": med["distrl_ray2"] / med["sb3"],
+        "distrl_steps_per_s": rate["distrl"], "distrl_ray2_steps_per_s": rate["distrl_ray2"],
+        "sb3_steps_per_s": rate["sb3"],
+        "all_reached": all(t["reached"] for t in trials),
+        "ray_start_s": of("distrl_ray2", "ray_start_s"),
+        "per_seed": {s: {"seed": of(s, "seed"), "train_s": of(s, "train_s"),
+                         "env_steps": of(s, "env_steps"), "reached": of(s, "reached")}
+                     for s in SYSTEMS},
+        "threads": trials[0]["threads"],
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""Tuned examples: hyperparameters calibrated on this project's reference machine
+(2 CPU cores) for the fastest wall-clock time to the env's reward threshold.
+
+``distrl train ppo --tuned NAME`` starts from one of these; any flag still overrides.
+Each entry records what it was calibrated for, so the learning tests and
+bench/ppo_cartpole.py use exactly what the README's command runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from distrl.algos.ppo import PPOConfig
+
+
+@dataclass(frozen=True)
+class Tuned:
+    env: str
+    ppo: PPOConfig
+    num_envs: int
+    """Sub-envs in total: the README's job splits them over 2 env runners."""
+    stop_return: float
+    env_step_budget: int
+    """Env steps within which the learning test requires stop_return."""
+
+
+TUNED: dict[str, Tuned] = {
+    # Short horizon (gamma 0.98, lambda 0.8) as in rl-zoo's CartPole setting, but large
+    # batches and few epochs: on a CPU the cost is per gradient step, so fewer, larger
+    # steps at a higher, decaying learning rate reach 475 in less wall time.
+    "cartpole": Tuned(
+        env="CartPole-v1",
+        ppo=PPOConfig(
+            train_batch_size=1024, minibatch_size=512, num_epochs=6, gamma=0.98, lambda_=0.8,
+            lr_schedule=((0, 3e-3), (100_000, 3e-4)), use_kl_loss=False,
+        ),
+        num_envs=32, stop_return=475.0, env_step_budget=200_000,
+    ),
+    # Continuous actions (diagonal Gaussian). gamma 0.9: Pendulum's reward is dense and
+    # local. Seeds 0-2 reached -400 within 169k-266k env steps (14-20 s in-process).
+    "pendulum": Tuned(
+        env="Pendulum-v1",
+        ppo=PPOConfig(
+            train_batch_size=2048, minibatch_size=512, num_epochs=10, lr=1e-3, gamma=0.9,
+            lambda_=0.95, use_kl_loss=False,
+        ),
+        num_envs=16, stop_return=-400.0, env_step_budget=400_000,
+    ),
+}
+
+
+def tuned(name: str) -> Tuned:
+    if name not in TUNED:
+        raise ValueError(f"no tuned example {name!r}; choose one of {sorted(TUNED)}.")
+    return TUNED[name]

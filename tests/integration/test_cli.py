@@ -1,0 +1,34 @@
+"""The CLI end to end: train on Ray with --json, then evaluate the checkpoint."""
+
+import json
+import subprocess
+import sys
+
+
+def distrl(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "distrl", *args], capture_output=True,
+                          text=True, timeout=300, **kw)
+
+
+def test_train_json_then_eval(tmp_path):
+    out = distrl("train", "ppo", "--env", "CartPole-v1", "--num-env-runners", "2",
+                 "--num-envs-per-env-runner", "2", "--max-env-steps", "300", "--seed", "1",
+                 "--train-batch-size", "128", "--minibatch-size", "64", "--lambda", "0.9",
+                 "--logdir", str(tmp_path), "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["env/steps_total"] >= 300 and result["stopped_by"] == "max_env_steps"
+    assert result["checkpoint"].startswith(str(tmp_path))
+    ev = distrl("eval", result["checkpoint"], "--episodes", "3", "--json")
+    assert ev.returncode == 0, ev.stderr
+    report = json.loads(ev.stdout.strip().splitlines()[-1])
+    assert report["episodes"] == 3 and len(report["returns"]) == 3
+    assert report["episode_return_mean"] == sum(report["returns"]) / 3
+
+
+def test_bad_input_exits_with_a_message():
+    out = distrl("train", "ppo", "--env", "CartPol-v1", "--num-env-runners", "0")
+    assert out.returncode != 0
+    assert "Did you mean 'CartPole-v1'" in out.stderr
+    out = distrl("train", "ppo", "--minibatch-size", "512", "--train-batch-size", "256")
+    assert out.returncode != 0 and "minibatch_size" in out.stderr

@@ -1,0 +1,76 @@
+"""Env runners as Ray actors: batch sizes, weight versions, restarts, errors."""
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from distrl import PPOConfig, RunConfig, train_ppo
+from distrl.env_runner import seed_for
+from distrl.nets import ActorCritic, ModelConfig
+from distrl.runtime.ray_runners import RayRunnerGroup
+from tests.fakes import counting
+
+
+def group(env="CartPole-v1", n=2, envs=4):
+    def kwargs(i, restart):
+        return dict(env=env, num_envs=envs, model=ModelConfig(), gamma=0.99, lambda_=0.95,
+                    seed=seed_for(0, i, restart))
+    return RayRunnerGroup(kwargs, n, num_cpus=1)
+
+
+def driver_model(seed):
+    torch.manual_seed(seed)
+    return ActorCritic(gym.spaces.Box(-np.inf, np.inf, (4,)), gym.spaces.Discrete(2), ModelConfig())
+
+
+def weights_of(model):
+    return {k: v.numpy().copy() for k, v in model.state_dict().items()}
+
+
+def test_runners_return_exactly_the_configured_batch(ray_local, tmp_path):
+    rollouts = (g := group()).sample(weights_of(driver_model(0)), 0, steps_per_env=16)
+    g.close()
+    assert [r.size for r in rollouts] == [64, 64]
+    cfg = PPOConfig(train_batch_size=96, minibatch_size=32, num_epochs=1)
+    result = train_ppo(cfg, RunConfig(num_env_runners=2, num_envs_per_env_runner=3,
+                                      max_env_steps=400, logdir=str(tmp_path), progress=False))
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["learner/batch_size"] for r in rows] == [96] * len(rows)
+    assert result["env/steps_total"] >= 400
+
+
+def test_runners_act_with_the_newest_weights(ray_local):
+    g = group()
+    for version, seed in ((1, 1), (2, 2)):
+        model = driver_model(seed)
+        for r in g.sample(weights_of(model), version, steps_per_env=8):
+            assert r.weights_version == version
+            with torch.no_grad():
+                dist_inputs, values = model(torch.from_numpy(r.obs.copy()))
+            logp = model.dist.log_prob(dist_inputs, torch.from_numpy(r.actions.copy()))
+            np.testing.assert_allclose(r.logp, logp.numpy(), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(r.values, values.numpy(), rtol=1e-5, atol=1e-6)
+    g.close()
+
+
+def test_a_killed_runner_is_restarted_and_its_sample_retaken(ray_local):
+    g = group()
+    w = weights_of(driver_model(0))
+    g.sample(w, 0, steps_per_env=4)
+    ray_local.kill(g.actors[0])
+    rollouts = g.sample(w, 1, steps_per_env=4)
+    assert [r.size for r in rollouts] == [16, 16]
+    assert g.restarts == [1, 0]
+    assert rollouts[0].weights_version == 1  # the new actor got the current weights
+    g.close()
+
+
+def test_runner_errors_reach_the_driver(ray_local):
+    g = group(env=counting(end=10, nan_at=2), n=1)
+    with pytest.raises(Exception, match="non-finite observation"):
+        g.sample(weights_of(ActorCritic(gym.spaces.Box(-np.inf, np.inf, (1,)),
+                                        gym.spaces.Discrete(2), ModelConfig())), 0, 4)
+    g.close()
