@@ -12,7 +12,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 HERE = Path(__file__).parent
 STYLE = {"distrl": ("tab:blue", "distrl in-process"),
@@ -22,7 +22,8 @@ STYLE = {"distrl": ("tab:blue", "distrl in-process"),
 
 def main() -> None:
     src = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "out" / "ppo_cartpole_curves.json"
-    dst = Path(sys.argv[2]) if len(sys.argv) > 2 else HERE.parent / "docs" / "img" / "ppo_cartpole.png"
+    default_dst = HERE.parent / "docs" / "img" / "ppo_cartpole.png"
+    dst = Path(sys.argv[2]) if len(sys.argv) > 2 else default_dst
     trials = json.loads(src.read_text())
     fig, ax = plt.subplots(figsize=(8, 4.5))
     labelled = set()
