@@ -73,4 +73,6 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def _fmt(value: Any) -> str:
-    return f"{value:,.4g}" if isinstance(value, float) else f"{value:,}"
+    if isinstance(value, int) or (isinstance(value, float) and abs(value) >= 1000):
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
