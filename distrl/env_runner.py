@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pickle
 import warnings
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import cloudpickle
 import gymnasium as gym
@@ -22,19 +22,18 @@ from distrl.types import Rollout
 Weights = dict[str, np.ndarray]
 
 
-@dataclass
-class _Steps:
-    """Per-step records of one sample call, stacked to [T, N, ...]."""
+class _Step(NamedTuple):
+    """One vector-env step, [N, ...] per field; stacked to [T, N, ...] after sampling."""
 
-    obs: list[np.ndarray]
-    actions: list[np.ndarray]
-    logp: list[np.ndarray]
-    dist_inputs: list[np.ndarray]
-    values: list[np.ndarray]
-    rewards: list[np.ndarray]
-    terminated: list[np.ndarray]
-    truncated: list[np.ndarray]
-    valid: list[np.ndarray]
+    obs: np.ndarray
+    actions: np.ndarray
+    logp: np.ndarray
+    dist_inputs: np.ndarray
+    values: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    valid: np.ndarray
 
 
 class EnvRunner:
@@ -82,16 +81,16 @@ class EnvRunner:
         """
         if weights is not None:
             self.set_weights(weights, version)
-        steps = _Steps([], [], [], [], [], [], [], [], [])
+        steps: list[_Step] = []
         finished_returns: list[np.ndarray] = []
         finished_lengths: list[np.ndarray] = []
         valid_count = np.zeros(self.num_envs, dtype=np.int64)
         with torch.inference_mode():
             while (valid_count < steps_per_env).any():
-                valid = ~self.prev_done
-                self._step(steps, valid)
-                valid_count += valid
-                done = steps.terminated[-1] | steps.truncated[-1]
+                step = self._step(valid=~self.prev_done)
+                steps.append(step)
+                valid_count += step.valid
+                done = step.terminated | step.truncated
                 if done.any():
                     finished_returns.append(self.ep_return[done].copy())
                     finished_lengths.append(self.ep_len[done].copy())
@@ -99,10 +98,11 @@ class EnvRunner:
                     self.ep_len[done] = 0
                 self.prev_done = done
             _, last_values = self.model(torch.from_numpy(np.asarray(self.obs, dtype=np.float32)))
-        return self._postprocess(steps, last_values.numpy(), steps_per_env,
+        stacked = _Step(*map(np.stack, zip(*steps, strict=True)))
+        return self._postprocess(stacked, last_values.numpy(), steps_per_env,
                                  finished_returns, finished_lengths)
 
-    def _step(self, s: _Steps, valid: np.ndarray) -> None:
+    def _step(self, valid: np.ndarray) -> _Step:
         obs = np.asarray(self.obs, dtype=np.float32)
         dist_inputs, values = self.model(torch.from_numpy(obs))
         actions = self.model.dist.sample(dist_inputs, self.generator)
@@ -111,25 +111,18 @@ class EnvRunner:
         env_actions = np.clip(actions, self.low, self.high) if self.box else actions
         self.obs, rewards, terminated, truncated, _ = self.envs.step(env_actions)
         rewards = np.asarray(rewards, dtype=np.float32)
-        self.ep_return += rewards
+        self.ep_return += rewards * valid
         self.ep_len += valid
-        for name, x in (("obs", obs), ("actions", actions), ("logp", logp.numpy()),
-                        ("dist_inputs", dist_inputs.numpy()), ("values", values.numpy()),
-                        ("rewards", rewards), ("terminated", terminated),
-                        ("truncated", truncated), ("valid", valid)):
-            getattr(s, name).append(x)
+        return _Step(obs, actions, logp.numpy(), dist_inputs.numpy(), values.numpy(), rewards,
+                     terminated, truncated, valid)
 
-    def _postprocess(self, s: _Steps, last_values: np.ndarray, steps_per_env: int,
+    def _postprocess(self, s: _Step, last_values: np.ndarray, steps_per_env: int,
                      returns: list[np.ndarray], lengths: list[np.ndarray]) -> Rollout:
-        rewards = np.stack(s.rewards)
-        obs = np.stack(s.obs)
-        _check_finite(self.env_name, obs, rewards)
-        values = np.concatenate([np.stack(s.values), last_values[None]])
-        adv, targets = gae(rewards, values, np.stack(s.terminated), np.stack(s.truncated),
-                           self.gamma, self.lambda_)
-        valid = np.stack(s.valid)
+        _check_finite(self.env_name, s.obs, s.rewards)
+        values = np.concatenate([s.values, last_values[None]])
+        adv, targets = gae(s.rewards, values, s.terminated, s.truncated, self.gamma, self.lambda_)
         # Row indices of each env's first steps_per_env valid steps (stable sort keeps time order).
-        rows = np.argsort(~valid, axis=0, kind="stable")[:steps_per_env]
+        rows = np.argsort(~s.valid, axis=0, kind="stable")[:steps_per_env]
         cols = np.broadcast_to(np.arange(self.num_envs), rows.shape)
 
         def take(x: np.ndarray) -> np.ndarray:
@@ -137,12 +130,12 @@ class EnvRunner:
             return picked.reshape(-1, *picked.shape[2:])
 
         return Rollout(
-            obs=take(obs), actions=take(np.stack(s.actions)), logp=take(np.stack(s.logp)),
-            dist_inputs=take(np.stack(s.dist_inputs)), values=take(values[:-1]),
+            obs=take(s.obs), actions=take(s.actions), logp=take(s.logp),
+            dist_inputs=take(s.dist_inputs), values=take(s.values),
             advantages=take(adv), value_targets=take(targets),
             episode_returns=np.concatenate(returns) if returns else np.zeros(0),
             episode_lengths=np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64),
-            env_steps=int(rewards.size), weights_version=self.version,
+            env_steps=int(s.rewards.size), weights_version=self.version,
         )
 
     def get_state(self) -> bytes | None:
