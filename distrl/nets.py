@@ -170,8 +170,10 @@ class ActorCritic(nn.Module):
 
     def _cache_params(self) -> None:
         # Plain lists of (weight, bias): nn.Module attribute lookup is slow on the hot path.
-        self._params = [[(m.weight, m.bias) for m in layers]
-                        for layers in (self.shared, self.pi, self.vf)]
+        groups = {"shared": self.shared, "pi": self.pi, "vf": self.vf}
+        self._params = [[(m.weight, m.bias) for m in layers] for layers in groups.values()]
+        self._keys = [[(f"{g}.{i}.weight", f"{g}.{i}.bias") for i in range(len(layers))]
+                      for g, layers in groups.items()]
 
     def _apply(self, fn, recurse=True):  # .to(), .cuda(), ...: parameters may be new tensors
         out = super()._apply(fn, recurse)
@@ -185,15 +187,25 @@ class ActorCritic(nn.Module):
                 x = self.act(x)
         return x
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Returns (distribution inputs [B, D], values [B])."""
+    def forward(self, obs: torch.Tensor, params: dict[str, torch.Tensor] | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns (distribution inputs [B, D], values [B]).
+
+        ``params`` (state_dict names -> tensors) replaces the module's own parameters for
+        this call: one skeleton can then act for many policies whose weights live
+        elsewhere, e.g. as views of shared memory (distrl.policy_cache).
+        """
         if self.discrete_obs:
             x = F.one_hot(obs.long().reshape(-1), self.obs_dim).float()
         else:
             x = obs.reshape(obs.shape[0], -1).float()
-        shared, pi, vf = self._params
+        if params is None:
+            (shared, pi, vf), log_std = self._params, self.log_std
+        else:
+            shared, pi, vf = ([(params[w], params[b]) for w, b in g] for g in self._keys)
+            log_std = params.get("log_std")
         h = self._mlp(shared, x, last_act=True)
         out = self._mlp(pi, h, last_act=False)
-        if self.log_std is not None:
-            out = torch.cat([out, self.log_std.expand_as(out)], dim=-1)
+        if log_std is not None:
+            out = torch.cat([out, log_std.expand_as(out)], dim=-1)
         return out, self._mlp(vf, h, last_act=False).squeeze(-1)
