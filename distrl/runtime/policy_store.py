@@ -1,0 +1,116 @@
+"""PolicyStore: one actor per node holding, per policy id, the newest version, the
+ObjectRef of its weights (one flat float32 buffer, put once) and its PolicySpec.
+
+Ray keeps one shared-memory copy of an object per node that reads it, and runners map
+it without copying (distrl.policy_cache), so a league of P policies costs each node P
+buffers, not P x runners (RLlib issue #21459). The store on the publisher's node is the
+head: publishes go to it, and it forwards them to the other nodes' stores, which it
+creates on demand, pinned to their node, when a runner there first asks.
+Model: Sample Factory's ParameterServer and its "is it newer?" check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from distrl.policy_cache import CachedPolicy, PolicyCache, PolicySpec
+
+NAMESPACE = "distrl"
+Entry = tuple[int, list[ray.ObjectRef], PolicySpec]  # (version, [weights ref], spec)
+
+
+@ray.remote(num_cpus=0)
+class PolicyStore:
+    """Versions and weight refs of every policy; a ref is boxed in a list so that Ray
+    passes the reference itself instead of fetching the weights into this actor."""
+
+    def __init__(self, entries: dict[str, Entry] | None = None):
+        self._entries: dict[str, Entry] = dict(entries or {})
+        self._followers: dict[str, Any] = {}  # node id -> store, for the head only
+
+    def publish(self, policy_id: str, weights: list[ray.ObjectRef], spec: PolicySpec,
+                version: int | None = None) -> int:
+        """Record new weights; returns their version (the previous one + 1 by default)."""
+        current = self._entries.get(policy_id, (-1, None, None))[0]
+        version = current + 1 if version is None else version
+        if version <= current:
+            raise ValueError(f"version {version} of policy {policy_id!r} is not newer than "
+                             f"{current}: versions only rise.")
+        self._entries[policy_id] = (version, weights, spec)
+        for store in self._followers.values():
+            store.publish.remote(policy_id, weights, spec, version)
+        return version
+
+    def remove(self, policy_id: str) -> None:
+        """Forget a policy; its weights are freed once no runner holds a view of them."""
+        self._entries.pop(policy_id, None)
+        for store in self._followers.values():
+            store.remove.remote(policy_id)
+
+    def versions(self, policy_ids: list[str] | None = None) -> dict[str, int]:
+        """The cheap check: newest version per known id (unknown ids are left out)."""
+        ids = self._entries if policy_ids is None else policy_ids
+        return {pid: self._entries[pid][0] for pid in ids if pid in self._entries}
+
+    def latest(self, policy_ids: list[str]) -> dict[str, Entry]:
+        return {pid: self._entries[pid] for pid in policy_ids if pid in self._entries}
+
+    def store_for(self, node_id: str) -> Any:
+        """The store of ``node_id``, created (pinned to that node) on first use."""
+        if node_id == ray.get_runtime_context().get_node_id():
+            return ray.get_runtime_context().current_actor
+        if node_id not in self._followers:
+            self._followers[node_id] = PolicyStore.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            ).remote(self._entries)
+        return self._followers[node_id]
+
+
+def head_store() -> Any:
+    """The head store on this process's node (one per cluster namespace), made if needed."""
+    node_id = ray.get_runtime_context().get_node_id()
+    return PolicyStore.options(
+        name="distrl_policy_store_head", namespace=NAMESPACE, get_if_exists=True,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+    ).remote()
+
+
+def publish(head: Any, policy_id: str, flat: np.ndarray, spec: PolicySpec) -> int:
+    """Put the weights once and record them; returns the new version."""
+    return ray.get(head.publish.remote(policy_id, [ray.put(flat)], spec))
+
+
+class PolicyReader:
+    """Runner side: this node's store plus a PolicyCache of zero-copy views."""
+
+    def __init__(self, head: Any, max_cached_policies: int = 64):
+        node_id = ray.get_runtime_context().get_node_id()
+        self.store = ray.get(head.store_for.remote(node_id))
+        self.cache = PolicyCache(max_cached_policies)
+
+    def refresh(self, policy_ids: list[str]) -> dict[str, int]:
+        """One round trip to compare versions; a second, and the mapping of new buffers,
+        only for policies that changed. Removed policies are dropped from the cache."""
+        versions = ray.get(self.store.versions.remote(policy_ids))
+        for pid in policy_ids:
+            if pid not in versions:
+                self.cache.drop(pid)
+        stale = self.cache.stale(versions)
+        if stale:
+            entries = ray.get(self.store.latest.remote(stale))
+            flats = ray.get([box[0] for _, box, _ in entries.values()])
+            for (pid, (version, _, spec)), flat in zip(entries.items(), flats, strict=True):
+                self.cache.put(pid, version, spec, flat)
+        return versions
+
+    def policy(self, policy_id: str) -> CachedPolicy:
+        """A policy to act with, mapped first if this runner has not seen it yet."""
+        if policy_id not in self.cache:
+            self.refresh([policy_id])
+        if policy_id not in self.cache:
+            raise KeyError(f"policy {policy_id!r} is not in the policy store; publish it first.")
+        return self.cache.get(policy_id)
