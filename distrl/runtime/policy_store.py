@@ -41,15 +41,16 @@ class PolicyStore:
             raise ValueError(f"version {version} of policy {policy_id!r} is not newer than "
                              f"{current}: versions only rise.")
         self._entries[policy_id] = (version, weights, spec)
-        for store in self._followers.values():
-            store.publish.remote(policy_id, weights, spec, version)
+        # Wait for the other nodes' stores, so that a returned version is visible on every
+        # node (they never call back into the head, so this cannot deadlock).
+        ray.get([s.publish.remote(policy_id, weights, spec, version)
+                 for s in self._followers.values()])
         return version
 
     def remove(self, policy_id: str) -> None:
         """Forget a policy; its weights are freed once no runner holds a view of them."""
         self._entries.pop(policy_id, None)
-        for store in self._followers.values():
-            store.remove.remote(policy_id)
+        ray.get([s.remove.remote(policy_id) for s in self._followers.values()])
 
     def versions(self, policy_ids: list[str] | None = None) -> dict[str, int]:
         """The cheap check: newest version per known id (unknown ids are left out)."""
@@ -58,6 +59,9 @@ class PolicyStore:
 
     def latest(self, policy_ids: list[str]) -> dict[str, Entry]:
         return {pid: self._entries[pid] for pid in policy_ids if pid in self._entries}
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
 
     def store_for(self, node_id: str) -> Any:
         """The store of ``node_id``, created (pinned to that node) on first use."""

@@ -1,0 +1,51 @@
+"""Two Ray nodes on this machine: each node gets its own store and its own copy."""
+
+import numpy as np
+import pytest
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from distrl.policy_cache import flatten_policy
+from distrl.runtime.policy_store import head_store, publish
+from tests.integration.test_policy_store import SPEC, Probe, reference_output
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    second = cluster.add_node(num_cpus=1)
+    ray.init(address=cluster.address)
+    yield cluster.head_node.node_id, second.node_id
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def on(node_id):
+    return NodeAffinitySchedulingStrategy(node_id, soft=False)
+
+
+def test_each_node_reads_through_its_own_store_and_copy(two_nodes):
+    head_node, other_node = two_nodes
+    head = head_store()
+    model = SPEC.build()
+    publish(head, "p", flatten_policy(model), SPEC)
+    near = Probe.options(scheduling_strategy=on(head_node)).remote(head)
+    far = Probe.options(scheduling_strategy=on(other_node)).remote(head)
+    ref = ray.get(head.latest.remote(["p"]))["p"][1][0]
+    assert ray.experimental.get_object_locations([ref])[ref]["node_ids"] == [head_node]
+    for version, out in ray.get([near.act.remote("p"), far.act.remote("p")]):
+        assert version == 0
+        np.testing.assert_allclose(out, reference_output(model), rtol=1e-6, atol=1e-6)
+    # Two stores, one per node; the far runner's reads pulled one copy to its node.
+    far_store = ray.get(head.store_for.remote(other_node))
+    assert ray.get([head.node_id.remote(), far_store.node_id.remote()]) == [head_node, other_node]
+    assert sorted(ray.experimental.get_object_locations([ref])[ref]["node_ids"]) == sorted(
+        [head_node, other_node])
+    assert ray.get(near.backing.remote("p"))[1] != ray.get(far.backing.remote("p"))[1]
+    # A new version published on the head reaches the far node through its store.
+    publish(head, "p", flatten_policy(SPEC.build()), SPEC)
+    assert ray.get(far.refresh.remote(["p"])) == {"p": 1}
