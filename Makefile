@@ -9,7 +9,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: train test lint bench setup
+.PHONY: train test bench setup
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
@@ -26,5 +26,8 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bench]'
+	mkdir -p bench/out
 	$(BIN)/python bench/ppo_cartpole.py | tee bench/out/ppo_cartpole.jsonl
 	$(BIN)/python bench/plot_ppo_cartpole.py
+	$(BIN)/python bench/league_memory.py | tee bench/out/league_memory.jsonl
+	$(BIN)/python bench/plot_league_memory.py

@@ -43,6 +43,20 @@ class Probe:
         with torch.no_grad():
             return policy.version, policy(OBS)[0].numpy()
 
+    def act_on(self, policy_id, obs):
+        with torch.no_grad():
+            return self.reader.policy(policy_id)(obs)[0].numpy()
+
+    def shapes(self, ids):
+        """(obs size, distribution-input size) of each policy, acting on its own space."""
+        out = []
+        for pid in ids:
+            policy = self.reader.policy(pid)
+            obs = torch.zeros(1, policy.skeleton.obs_dim)
+            with torch.no_grad():
+                out.append((policy.skeleton.obs_dim, policy(obs)[0].shape[-1]))
+        return out
+
     def refresh(self, ids):
         return self.reader.refresh(ids)
 
@@ -96,6 +110,22 @@ def test_publish_then_every_runner_acts_with_the_new_version(head):
     for version, out in ray.get([p.act.remote("p") for p in probes]):
         assert version == 1
         np.testing.assert_allclose(out, reference_output(m1), rtol=1e-6, atol=1e-6)
+
+
+def test_heterogeneous_policies_share_one_store(head):
+    pendulum = PolicySpec(gym.spaces.Box(-8, 8, (3,), np.float32),
+                          gym.spaces.Box(-2, 2, (1,), np.float32), ModelConfig(hiddens=(32,)))
+    m = pendulum.build()
+    publish(head, "pendulum", flatten_policy(m), pendulum)
+    publish(head, "cartpole", flatten_policy(SPEC.build()), SPEC)
+    probe = Probe.remote(head)
+    # Each id acts with its own architecture: 3-dim obs -> (mean, log_std); 4-dim -> logits.
+    assert ray.get(probe.shapes.remote(["pendulum", "cartpole"])) == [(3, 2), (4, 2)]
+    obs = torch.ones(1, 3)
+    with torch.no_grad():
+        expected = m(obs)[0].numpy()
+    np.testing.assert_allclose(ray.get(probe.act_on.remote("pendulum", obs)), expected,
+                               rtol=1e-6, atol=1e-6)
 
 
 def test_versions_only_rise(head):
