@@ -113,7 +113,10 @@ def distrl_one(p: int, episodes_fixed: int) -> dict:
                         self.reader.refresh([pid])  # the per-episode "is it newer?" check
                         steps += self.episode(pid, seed)
                     rate.append(steps / (time.perf_counter() - t0))
-            return {mode: statistics.median(r) for mode, r in rates.items()}
+            paired = [n / f for n, f in zip(rates["new_each_episode"], rates["fixed"],
+                                                strict=True)]
+            return {**{mode: statistics.median(r) for mode, r in rates.items()},
+                    "paired_ratio_median": statistics.median(paired), "blocks": rates}
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     head = head_store()
@@ -147,6 +150,8 @@ def distrl_one(p: int, episodes_fixed: int) -> dict:
         "learner_uss_mb": 0.0, "object_store_mb": plasma, "total_uss_mb": total,
         "publish_s": publish_s, "switch_ms_median": 1e3 * statistics.median(switch),
         "steps_per_s_fixed": tput["fixed"], "steps_per_s_new_opponent": tput["new_each_episode"],
+        "new_opponent_ratio_paired": tput["paired_ratio_median"],
+        "throughput_blocks": tput["blocks"],
     }
 
 
@@ -191,7 +196,7 @@ def main() -> None:
     ap.add_argument("--p", type=int, nargs="+", default=[2, 16, 64, 128])
     ap.add_argument("--distrl-only-p", type=int, nargs="*", default=[1024])
     ap.add_argument("--skip-rllib", action="store_true")
-    ap.add_argument("--episodes", type=int, default=200, help="per throughput block")
+    ap.add_argument("--episodes", type=int, default=20, help="per throughput block")
     ap.add_argument("--one", choices=["distrl", "rllib"])
     args = ap.parse_args()
     if args.one:
@@ -236,8 +241,7 @@ def summary(rows: list[dict]) -> dict:
     if d128:
         r = d128[0]
         out["switch_ms_median_p128"] = r["switch_ms_median"]
-        out["new_opponent_throughput_ratio_p128"] = (
-            r["steps_per_s_new_opponent"] / r["steps_per_s_fixed"])
+        out["new_opponent_throughput_ratio_p128"] = r["new_opponent_ratio_paired"]
     return out
 
 
