@@ -62,7 +62,7 @@ def _train_ppo(args: list[str]) -> None:
         name, args = _pop_tuned(args)
         cli = tyro.cli(TrainPPO, args=args, prog="distrl train ppo", default=_defaults(name))
         result = train_ppo(cli.ppo, cli.run)
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, RuntimeError) as err:
         raise SystemExit(f"distrl: error: {err}") from None
     if cli.run.json:
         print(json.dumps(result))

@@ -149,7 +149,7 @@ def _make_runners(config: PPOConfig, run: RunConfig):
         return LocalRunnerGroup(EnvRunner(**kwargs(0, 0))), 0.0
     from distrl.runtime.ray_runners import RayRunnerGroup, init_ray
 
-    ray_start_s = init_ray(run.address)
+    ray_start_s = init_ray(run.address, run.num_env_runners * run.num_cpus_per_env_runner)
     group = RayRunnerGroup(kwargs, run.num_env_runners, run.num_cpus_per_env_runner)
     return group, ray_start_s
 

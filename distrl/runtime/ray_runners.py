@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -16,8 +17,10 @@ from distrl.types import Rollout
 MAX_RESTARTS = 3
 
 
-def init_ray(address: str | None) -> float:
-    """Join ``address`` (or $RAY_ADDRESS), else start an embedded local cluster.
+def init_ray(address: str | None, cpus_needed: float = 0.0) -> float:
+    """Join ``address`` (or $RAY_ADDRESS), else start an embedded local cluster with at
+    least ``cpus_needed`` logical CPUs (more runners than cores then share the cores
+    instead of waiting for ones that never come).
 
     Returns the seconds it took, so start-up can be reported apart from training.
     """
@@ -27,7 +30,8 @@ def init_ray(address: str | None) -> float:
     if address or os.environ.get("RAY_ADDRESS"):
         ray.init(address=address, log_to_driver=True)
     else:
-        ray.init(include_dashboard=False, log_to_driver=True)
+        cpus = max(os.cpu_count() or 1, math.ceil(cpus_needed))
+        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=True)
     return time.perf_counter() - t0
 
 
