@@ -6,7 +6,6 @@ distrl.runtime.ray_runners.
 from __future__ import annotations
 
 import pickle
-import warnings
 from typing import NamedTuple
 
 import cloudpickle
@@ -16,6 +15,7 @@ import torch
 
 from distrl.envs import EnvSpec, make_vec_env
 from distrl.nets import ActorCritic, ModelConfig
+from distrl.policy_cache import readonly_tensor
 from distrl.returns import gae
 from distrl.types import Rollout
 
@@ -63,11 +63,8 @@ class EnvRunner:
     def set_weights(self, weights: Weights, version: int) -> None:
         """Load weights unless this version is already loaded."""
         if version != self.version:
-            with warnings.catch_warnings():
-                # Ray hands out read-only views of its shared memory; load_state_dict
-                # copies from them and never writes through, so torch's warning is moot.
-                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-                self.model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+            # load_state_dict copies out of Ray's read-only shared memory.
+            self.model.load_state_dict({k: readonly_tensor(v) for k, v in weights.items()})
             self.version = version
 
     def sample(self, steps_per_env: int, weights: Weights | None = None,

@@ -66,12 +66,17 @@ class FlatLayout:
         if flat.dtype != np.float32 or flat.size != self.size:
             raise ValueError(f"buffer of {flat.size} {flat.dtype} does not fit a layout of "
                              f"{self.size} float32: the policy's spec does not match its weights.")
-        with warnings.catch_warnings():
-            # Shared-memory buffers are read-only; acting only reads them.
-            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-            base = torch.from_numpy(flat)
+        base = readonly_tensor(flat)
         return {name: base[off : off + int(np.prod(shape))].view(shape)
                 for name, shape, off in zip(self.names, self.shapes, self.offsets, strict=True)}
+
+
+def readonly_tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor sharing memory with ``array``, which may be a read-only view of Ray's
+    shared memory: callers only read through it, so torch's warning is moot."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(array)
 
 
 def flatten_policy(model: ActorCritic) -> np.ndarray:

@@ -185,7 +185,7 @@ def ppo_update(
     all-reduces gradients there). The reported ``kl`` is KL(sampling || updated policy)
     over the whole batch after the last step, the quantity the KL coefficient adapts to.
     """
-    params = [p for p in model.parameters()]
+    params = list(model.parameters())
     n = len(batch)
     sums: dict[str, torch.Tensor] = {}
     steps = 0
