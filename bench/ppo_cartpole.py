@@ -32,11 +32,10 @@ def run_distrl(seed: int, runners: int, logdir: Path) -> dict:
 
     shutil.rmtree(logdir, ignore_errors=True)  # metrics.jsonl appends: start clean
     t = tuned("cartpole")
-    per_runner = t.num_envs // max(runners, 1)  # 32 sub-envs in total either way
-    t0 = time.perf_counter()
-    r = train_ppo(t.ppo, RunConfig(env=t.env, num_env_runners=runners, seed=seed,
-                                   num_envs_per_env_runner=per_runner, stop_return=TARGET,
-                                   max_env_steps=300_000, logdir=str(logdir), progress=False))
+    t0 = time.perf_counter()  # 32 sub-envs in total either way
+    r = train_ppo(t.ppo_for(runners), RunConfig(env=t.env, seed=seed, stop_return=TARGET,
+                                                max_env_steps=300_000, logdir=str(logdir),
+                                                progress=False))
     wall = time.perf_counter() - t0
     rows = read_jsonl(logdir / "metrics.jsonl")
     return {

@@ -87,10 +87,8 @@ def _defaults(name: str | None) -> TrainPPO | None:
     if name is None:
         return None
     t = tuned(name)
-    n_runners = RunConfig().num_env_runners
-    run = RunConfig(env=t.env, stop_return=t.stop_return,
-                    num_envs_per_env_runner=t.num_envs // n_runners)
-    return TrainPPO(run=run, ppo=t.ppo)
+    run = RunConfig(env=t.env, stop_return=t.stop_return)
+    return TrainPPO(run=run, ppo=t.ppo_for(PPOConfig().num_env_runners))
 
 
 def _eval(args: list[str]) -> None:

@@ -1,4 +1,8 @@
-"""Deployment settings, apart from algorithm hyperparameters."""
+"""Run settings shared by every algorithm: env, seed, stopping, logging, Ray, device.
+
+How many workers sample (and train) is the algorithm's: PPOConfig.num_env_runners,
+DDPPOConfig.num_workers.
+"""
 
 from __future__ import annotations
 
@@ -12,16 +16,10 @@ from distrl.envs import EnvSpec
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Where and how long a run goes: env, workers, stopping, logging, Ray."""
+    """Where and how long a run goes: env, stopping, logging, checkpoints, Ray."""
 
     env: Annotated[EnvSpec, tyro.conf.arg(constructor=str, metavar="ENV_ID")] = "CartPole-v1"
     """Gymnasium env id, or (from Python) a zero-argument factory returning an Env."""
-    num_env_runners: int = 2
-    """Ray actors that sample in parallel; 0 samples in the driver with no Ray at all."""
-    num_envs_per_env_runner: int = 8
-    """Vectorised sub-envs per runner (and in the driver when num_env_runners=0)."""
-    num_cpus_per_env_runner: float = 1.0
-    """CPUs Ray reserves for each env runner."""
     seed: int = 0
     """Seed of weights, envs and sampling; equal seeds give equal in-process runs."""
     stop_return: float | None = None
@@ -46,14 +44,8 @@ class RunConfig:
     """Show live progress on the terminal (only when stderr is a TTY)."""
 
     def __post_init__(self) -> None:
-        for name in ("num_envs_per_env_runner", "max_env_steps", "num_torch_threads"):
+        for name in ("max_env_steps", "num_torch_threads"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"`{name}` ({getattr(self, name)}) must be > 0.")
-        if self.num_env_runners < 0:
-            raise ValueError(
-                f"`num_env_runners` ({self.num_env_runners}) must be >= 0 (0 = sample in-process)."
-            )
         if self.checkpoint_every < 0:
             raise ValueError(f"`checkpoint_every` ({self.checkpoint_every}) must be >= 0.")
-        if self.num_cpus_per_env_runner < 0:
-            raise ValueError("`num_cpus_per_env_runner` must be >= 0.")

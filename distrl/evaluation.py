@@ -39,7 +39,7 @@ def evaluate(checkpoint: str | Path, episodes: int = 10, seed: int = 0,
 def _play(ckpt: dict, env: EnvSpec, n: int, seed: int) -> list[float]:
     envs = make_vec_env(env, n)
     model = ActorCritic(envs.single_observation_space, envs.single_action_space,
-                        ckpt["ppo_config"].model)
+                        ckpt["config"].model)
     model.load_state_dict(ckpt["model"])
     space = envs.single_action_space
     obs, _ = envs.reset(seed=seed)

@@ -8,7 +8,7 @@ bench/ppo_cartpole.py use exactly what the README's command runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from distrl.algos.ppo import PPOConfig
 
@@ -22,6 +22,12 @@ class Tuned:
     stop_return: float
     env_step_budget: int
     """Env steps within which the learning test requires stop_return."""
+
+    def ppo_for(self, num_env_runners: int) -> PPOConfig:
+        """The tuned config with its sub-envs split over ``num_env_runners`` (0: in-process)."""
+        per_runner = self.num_envs // max(num_env_runners, 1)
+        return replace(self.ppo, num_env_runners=num_env_runners,
+                       num_envs_per_env_runner=per_runner)
 
 
 TUNED: dict[str, Tuned] = {

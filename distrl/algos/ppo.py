@@ -22,8 +22,8 @@ ScheduleT = tuple[tuple[float, float], ...]
 
 
 @dataclass(frozen=True)
-class PPOConfig:
-    """PPO hyperparameters (deployment lives in RunConfig)."""
+class PPOHyperparams:
+    """The loss and SGD knobs that PPO and DD-PPO share (ppo_update reads only these)."""
 
     lr: float = 3e-4
     """Adam learning rate (ignored when lr_schedule is set)."""
@@ -55,29 +55,19 @@ class PPOConfig:
     """Entropy bonus: a float, or a schedule [[timestep, value], ...]."""
     grad_clip: float | None = 0.5
     """Clip the global gradient norm to this (None: no clipping)."""
-    train_batch_size: int = 2048
-    """Env samples per training iteration, over all env runners."""
     minibatch_size: int = 256
     """Samples per SGD step."""
     num_epochs: int = 10
     """Passes over the train batch per iteration (RLlib's num_sgd_iter)."""
     shuffle: bool = True
     """Shuffle the train batch before each epoch."""
-    rollout_fragment_length: int | Literal["auto"] = "auto"
-    """Steps per env per sample call; auto = train_batch_size / (runners x envs per runner)."""
     model: ModelConfig = field(default_factory=ModelConfig)
     """Network architecture."""
 
     def __post_init__(self) -> None:
-        _positive(self, "lr", "train_batch_size", "minibatch_size", "num_epochs", "clip_param")
+        _positive(self, "lr", "minibatch_size", "num_epochs", "clip_param")
         if self.vf_clip_param is not None and self.vf_clip_param <= 0:
             raise ValueError(f"`vf_clip_param` ({self.vf_clip_param}) must be > 0, or None.")
-        if self.minibatch_size > self.train_batch_size:
-            raise ValueError(
-                f"`minibatch_size` ({self.minibatch_size}) must be <= `train_batch_size` "
-                f"({self.train_batch_size}): each epoch splits the train batch into minibatches. "
-                "Lower minibatch_size or raise train_batch_size."
-            )
         if not self.use_critic:
             raise ValueError(
                 "`use_critic=False` cannot work: env runners cut episodes into fragments, and "
@@ -100,18 +90,11 @@ class PPOConfig:
             raise ValueError(f"`grad_clip` ({self.grad_clip}) must be > 0, or None to disable it.")
         if self.kl_coeff < 0 or self.kl_target < 0:
             raise ValueError("`kl_coeff` and `kl_target` must be >= 0.")
-        frag = self.rollout_fragment_length
-        if frag != "auto" and (not isinstance(frag, int) or frag <= 0):
-            raise ValueError(
-                f"`rollout_fragment_length` ({frag!r}) must be a positive int or 'auto'."
-            )
 
-    def fragment_length(self, num_runners: int, envs_per_runner: int) -> int:
-        """Steps per env per sample call, so that one round fills the train batch."""
-        if self.rollout_fragment_length != "auto":
-            return self.rollout_fragment_length
-        envs = max(num_runners, 1) * envs_per_runner
-        return max(1, -(-self.train_batch_size // envs))
+    @property
+    def gae_lambda(self) -> float:
+        """The lambda env runners use: use_gae=False means lambda 1."""
+        return self.lambda_ if self.use_gae else 1.0
 
     def lr_at(self, timestep: int) -> float:
         return self.lr if self.lr_schedule is None else schedule_value(self.lr_schedule, timestep)
@@ -120,6 +103,50 @@ class PPOConfig:
         if isinstance(self.entropy_coeff, tuple):
             return schedule_value(self.entropy_coeff, timestep)
         return float(self.entropy_coeff)
+
+
+@dataclass(frozen=True)
+class PPOConfig(PPOHyperparams):
+    """PPO: env runners sample, one learner in the driver updates (deployment in RunConfig)."""
+
+    train_batch_size: int = 2048
+    """Env samples per training iteration, over all env runners."""
+    rollout_fragment_length: int | Literal["auto"] = "auto"
+    """Steps per env per sample call; auto = train_batch_size / (runners x envs per runner)."""
+    num_env_runners: int = 2
+    """Ray actors that sample in parallel; 0 samples in the driver with no Ray at all."""
+    num_envs_per_env_runner: int = 8
+    """Vectorised sub-envs per runner (and in the driver when num_env_runners=0)."""
+    num_cpus_per_env_runner: float = 1.0
+    """CPUs Ray reserves for each env runner."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive(self, "train_batch_size", "num_envs_per_env_runner")
+        if self.minibatch_size > self.train_batch_size:
+            raise ValueError(
+                f"`minibatch_size` ({self.minibatch_size}) must be <= `train_batch_size` "
+                f"({self.train_batch_size}): each epoch splits the train batch into minibatches. "
+                "Lower minibatch_size or raise train_batch_size."
+            )
+        frag = self.rollout_fragment_length
+        if frag != "auto" and (not isinstance(frag, int) or frag <= 0):
+            raise ValueError(
+                f"`rollout_fragment_length` ({frag!r}) must be a positive int or 'auto'."
+            )
+        if self.num_env_runners < 0:
+            raise ValueError(
+                f"`num_env_runners` ({self.num_env_runners}) must be >= 0 (0 = sample in-process)."
+            )
+        if self.num_cpus_per_env_runner < 0:
+            raise ValueError("`num_cpus_per_env_runner` must be >= 0.")
+
+    def fragment_length(self) -> int:
+        """Steps per env per sample call, so that one round fills the train batch."""
+        if self.rollout_fragment_length != "auto":
+            return self.rollout_fragment_length
+        envs = max(self.num_env_runners, 1) * self.num_envs_per_env_runner
+        return max(1, -(-self.train_batch_size // envs))
 
 
 def _positive(cfg: object, *names: str) -> None:
@@ -133,7 +160,7 @@ def ppo_loss(
     dist_inputs: torch.Tensor,  # [B, D] current policy
     values: torch.Tensor,  # [B] current value predictions
     batch: PPOBatch,
-    cfg: PPOConfig,
+    cfg: PPOHyperparams,
     dist,  # Categorical or DiagGaussian
     kl_coeff: float,
     entropy_coeff: float,
@@ -173,26 +200,31 @@ def ppo_update(
     model: ActorCritic,
     opt: torch.optim.Optimizer,
     batch: PPOBatch,
-    cfg: PPOConfig,
+    cfg: PPOHyperparams,
     kl_coeff: float,
     entropy_coeff: float,
     generator: torch.Generator | None = None,
     grad_hook: GradHook | None = None,
+    num_minibatches: int | None = None,
 ) -> dict[str, float]:
     """num_epochs of minibatch SGD on one train batch; returns mean metrics.
 
-    ``grad_hook(params, minibatch_len)`` runs after backward and before clipping (DD-PPO
-    all-reduces gradients there). The reported ``kl`` is KL(sampling || updated policy)
-    over the whole batch after the last step, the quantity the KL coefficient adapts to.
+    Each epoch splits the batch into ``num_minibatches`` near-equal parts (default
+    ceil(len / minibatch_size)). ``grad_hook(params, minibatch_len)`` runs after backward
+    and before clipping: DD-PPO all-reduces gradients there, and fixes num_minibatches so
+    that every worker steps equally often even when preemption cut its batch short.
+    The reported ``kl`` is KL(sampling || updated policy) over the whole batch after the
+    last step, the quantity the KL coefficient adapts to.
     """
     params = list(model.parameters())
     n = len(batch)
+    parts_per_epoch = num_minibatches or -(-n // cfg.minibatch_size)
     sums: dict[str, torch.Tensor] = {}
     steps = 0
     for _ in range(cfg.num_epochs):
         order = torch.randperm(n, generator=generator) if cfg.shuffle else torch.arange(n)
-        for start in range(0, n, cfg.minibatch_size):
-            mb = batch.index(order[start : start + cfg.minibatch_size])
+        for idx in torch.tensor_split(order, parts_per_epoch):
+            mb = batch.index(idx)
             dist_inputs, values = model(mb.obs)
             loss, parts = ppo_loss(dist_inputs, values, mb, cfg, model.dist, kl_coeff,
                                    entropy_coeff)

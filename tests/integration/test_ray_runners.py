@@ -34,9 +34,9 @@ def test_runners_return_exactly_the_configured_batch(ray_local, tmp_path):
     rollouts = (g := group()).sample(weights_of(driver_model(0)), 0, steps_per_env=16)
     g.close()
     assert [r.size for r in rollouts] == [64, 64]
-    cfg = PPOConfig(train_batch_size=96, minibatch_size=32, num_epochs=1)
-    result = train_ppo(cfg, RunConfig(num_env_runners=2, num_envs_per_env_runner=3,
-                                      max_env_steps=400, logdir=str(tmp_path), progress=False))
+    cfg = PPOConfig(train_batch_size=96, minibatch_size=32, num_epochs=1, num_env_runners=2,
+                    num_envs_per_env_runner=3)
+    result = train_ppo(cfg, RunConfig(max_env_steps=400, logdir=str(tmp_path), progress=False))
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["learner/batch_size"] for r in rows] == [96] * len(rows)
     assert result["env/steps_total"] >= 400

@@ -14,10 +14,9 @@ pytestmark = pytest.mark.learning
 @pytest.mark.parametrize("name", ["cartpole", "pendulum"])
 def test_tuned_example_reaches_its_return_within_budget(name, tmp_path):
     t = tuned(name)
-    result = train_ppo(t.ppo, RunConfig(
-        env=t.env, num_env_runners=0, num_envs_per_env_runner=t.num_envs, seed=0,
-        stop_return=t.stop_return, max_env_steps=t.env_step_budget, logdir=str(tmp_path),
-        progress=False,
+    result = train_ppo(t.ppo_for(0), RunConfig(
+        env=t.env, seed=0, stop_return=t.stop_return, max_env_steps=t.env_step_budget,
+        logdir=str(tmp_path), progress=False,
     ))
     assert result["stopped_by"] == "stop_return", (
         f"{name}: mean-100 return {result['env/episode_return_mean']:.1f} < {t.stop_return} "

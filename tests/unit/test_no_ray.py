@@ -27,9 +27,9 @@ def test_in_process_training_never_imports_ray(tmp_path):
     code = (
         "import sys; sys.modules['ray'] = None\n"
         "from distrl import PPOConfig, RunConfig, train_ppo\n"
-        "r = train_ppo(PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=1),\n"
-        f"    RunConfig(num_env_runners=0, num_envs_per_env_runner=2, max_env_steps=128,\n"
-        f"              logdir={str(tmp_path)!r}, progress=False))\n"
+        "r = train_ppo(PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=1,\n"
+        "                        num_env_runners=0, num_envs_per_env_runner=2),\n"
+        f"    RunConfig(max_env_steps=128, logdir={str(tmp_path)!r}, progress=False))\n"
         "assert r['env/steps_total'] >= 128\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -83,11 +83,15 @@ def test_ppo_update_calls_hook_per_minibatch_and_reports_true_kl():
     seen = []
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     metrics = ppo_update(model, opt, batch, cfg, 0.2, 0.0, grad_hook=lambda p, m: seen.append(m))
-    assert seen == [4, 4, 2] * 3
     with torch.no_grad():
         new, _ = model(batch.obs)
     assert metrics["kl"] == pytest.approx(Categorical.kl(batch.dist_inputs, new).mean().item())
     assert metrics["kl"] > 0
+    assert seen == [4, 3, 3] * 3  # ceil(10 / 4) = 3 near-equal minibatches per epoch
+    seen.clear()
+    ppo_update(model, opt, batch, cfg, 0.2, 0.0, grad_hook=lambda p, m: seen.append(m),
+               num_minibatches=5)
+    assert seen == [2] * 15
 
 
 def test_gaussian_log_prob_entropy_kl_match_torch_distributions():

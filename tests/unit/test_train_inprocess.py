@@ -10,16 +10,15 @@ from distrl import PPOConfig, RunConfig, evaluate, train_ppo
 from distrl.checkpoint import load_checkpoint
 from tests.fakes import counting
 
-SMALL = PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=2)
+SMALL = PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=2, num_env_runners=0,
+                  num_envs_per_env_runner=4)
 REQUIRED = ["iteration", "time/total_s", "env/steps_total", "env/episode_return_mean",
             "env/steps_per_s", "learner/policy_loss", "learner/vf_loss", "learner/entropy",
             "learner/kl", "learner/kl_coeff"]
 
 
 def run(logdir, **kw):
-    kw = dict(num_env_runners=0, num_envs_per_env_runner=4, logdir=str(logdir), progress=False,
-              **kw)
-    return RunConfig(**kw)
+    return RunConfig(logdir=str(logdir), progress=False, **kw)
 
 
 def test_metrics_jsonl_and_tensorboard(tmp_path):

@@ -1,5 +1,7 @@
 """Every validation rule raises a ValueError that says what to change."""
 
+from dataclasses import replace
+
 import gymnasium as gym
 import pytest
 
@@ -28,6 +30,8 @@ from distrl.nets import ActorCritic, ModelConfig, check_spaces
     (dict(grad_clip=0.0), r"`grad_clip`.*None to disable"),
     (dict(kl_coeff=-1.0), "kl_coeff"),
     (dict(rollout_fragment_length=0), r"rollout_fragment_length.*'auto'"),
+    (dict(num_env_runners=-1), "0 = sample in-process"),
+    (dict(num_envs_per_env_runner=0), "num_envs_per_env_runner"),
 ])
 def test_ppo_config_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -42,8 +46,6 @@ def test_model_config_errors():
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(num_env_runners=-1), "0 = sample in-process"),
-    (dict(num_envs_per_env_runner=0), "num_envs_per_env_runner"),
     (dict(max_env_steps=0), "max_env_steps"),
     (dict(checkpoint_every=-2), "checkpoint_every"),
 ])
@@ -74,7 +76,8 @@ def test_space_mismatch_errors(obs, act, match):
 
 
 def test_auto_fragment_length_fills_the_batch():
-    cfg = PPOConfig(train_batch_size=1024, minibatch_size=256)
-    assert cfg.fragment_length(num_runners=2, envs_per_runner=8) == 64
-    assert cfg.fragment_length(num_runners=0, envs_per_runner=16) == 64
-    assert PPOConfig(rollout_fragment_length=10).fragment_length(2, 8) == 10
+    cfg = PPOConfig(train_batch_size=1024, minibatch_size=256, num_env_runners=2,
+                    num_envs_per_env_runner=8)
+    assert cfg.fragment_length() == 64
+    assert replace(cfg, num_env_runners=0, num_envs_per_env_runner=16).fragment_length() == 64
+    assert replace(cfg, rollout_fragment_length=10).fragment_length() == 10

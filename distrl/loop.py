@@ -1,0 +1,109 @@
+"""What every train_* loop shares: progress counters, the outer loop (log, checkpoint,
+stop, Ctrl-C), logdirs and checkpoint payloads."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import deque
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+import numpy as np
+
+from distrl.checkpoint import save_checkpoint
+from distrl.config import RunConfig
+from distrl.metrics import MetricsLogger
+from distrl.types import Rollout
+
+WINDOW = 100  # episodes in env/episode_return_mean
+
+
+@dataclasses.dataclass
+class Progress:
+    """Counters that a checkpoint carries across a resume."""
+
+    kl_coeff: float
+    iteration: int = 0
+    env_steps: int = 0
+    episodes: int = 0
+    time_s: float = 0.0
+    returns: deque = dataclasses.field(default_factory=lambda: deque(maxlen=WINDOW))
+    lengths: deque = dataclasses.field(default_factory=lambda: deque(maxlen=WINDOW))
+
+    def return_mean(self) -> float:
+        return float(np.mean(self.returns)) if self.returns else float("nan")
+
+    def add(self, rollout: Rollout) -> dict[str, float]:
+        """Count one iteration's samples; returns the env/ metrics."""
+        self.iteration += 1
+        self.env_steps += rollout.env_steps
+        self.episodes += len(rollout.episode_returns)
+        self.returns.extend(rollout.episode_returns.tolist())
+        self.lengths.extend(rollout.episode_lengths.tolist())
+        return {
+            "iteration": self.iteration,
+            "env/steps_total": self.env_steps,
+            "env/episodes_total": self.episodes,
+            "env/episode_return_mean": self.return_mean(),
+            "env/episode_len_mean": float(np.mean(self.lengths)) if self.lengths else float("nan"),
+        }
+
+
+def drive(run: RunConfig, progress: Progress, logger: MetricsLogger,
+          iterate: Callable[[], dict[str, Any]],
+          save: Callable[[], Path]) -> tuple[dict[str, Any], Path, str]:
+    """Iterate until a stop condition holds; returns (last metrics, checkpoint, stopped_by).
+
+    Ctrl-C ends the loop after a checkpoint, so what was learned is kept.
+    """
+    stopped_by = "max_env_steps"
+    metrics: dict[str, Any] = {}
+    tick = time.perf_counter()
+    while True:
+        try:
+            metrics = iterate()
+        except KeyboardInterrupt:
+            stopped_by = "interrupted"
+            break
+        # Wall time of the loop, logging and checkpoints included (not Ray's start-up).
+        now = time.perf_counter()
+        progress.time_s, tick = progress.time_s + now - tick, now
+        metrics["time/total_s"] = progress.time_s
+        logger.log(metrics)
+        if run.checkpoint_every and progress.iteration % run.checkpoint_every == 0:
+            save()
+        if run.stop_return is not None and progress.return_mean() >= run.stop_return:
+            stopped_by = "stop_return"
+            break
+        if progress.env_steps >= run.max_env_steps:
+            break
+    return metrics, save(), stopped_by
+
+
+def make_logdir(algo: str, run: RunConfig, ckpt: dict[str, Any] | None) -> Path:
+    if run.logdir is not None:
+        return Path(run.logdir)
+    if ckpt is not None:
+        return Path(ckpt["logdir"])
+    name = run.env if isinstance(run.env, str) else "custom"
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{algo}_{name.replace('/', '_')}_{stamp}"
+
+
+def save_run(logdir: Path, algo: str, config: Any, run: RunConfig,
+             **state: Any) -> Path:
+    """Checkpoint ``state`` with what evaluate() and a resume need to rebuild the run."""
+    env_factory = None if isinstance(run.env, str) else cloudpickle.dumps(run.env)
+    payload = {
+        "algo": algo,
+        "config": config,
+        "run_config": dataclasses.replace(run, env="<factory>") if env_factory else run,
+        "env_factory": env_factory,
+        "logdir": str(logdir),
+        **state,
+    }
+    return save_checkpoint(logdir / "checkpoint", payload)
