@@ -6,6 +6,7 @@ distrl.runtime.ray_runners.
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from typing import NamedTuple
 
 import cloudpickle
@@ -67,14 +68,18 @@ class EnvRunner:
             self.model.load_state_dict({k: readonly_tensor(v) for k, v in weights.items()})
             self.version = version
 
-    def sample(self, steps_per_env: int, weights: Weights | None = None,
-               version: int = -1) -> Rollout:
+    def sample(self, steps_per_env: int, weights: Weights | None = None, version: int = -1,
+               stop_early: Callable[[int], bool] | None = None) -> Rollout:
         """Exactly ``steps_per_env x num_envs`` valid samples, with GAE advantages.
 
         NEXT_STEP autoreset spends one step per finished episode on the reset; those
         steps carry no sample, so each env steps until it has ``steps_per_env`` valid
         ones. Advantages use every step taken (a later cut bootstraps less), then each
         env keeps its first ``steps_per_env`` valid samples.
+
+        ``stop_early(k)`` is asked after every step, k being the fewest valid samples
+        of any env so far; when it says yes, each env keeps its first k (DD-PPO's
+        straggler preemption).
         """
         if weights is not None:
             self.set_weights(weights, version)
@@ -94,6 +99,9 @@ class EnvRunner:
                     self.ep_return[done] = 0.0
                     self.ep_len[done] = 0
                 self.prev_done = done
+                if stop_early is not None and stop_early(int(valid_count.min())):
+                    steps_per_env = int(valid_count.min())
+                    break
             _, last_values = self.model(torch.from_numpy(np.asarray(self.obs, dtype=np.float32)))
         stacked = _Step(*map(np.stack, zip(*steps, strict=True)))
         return self._postprocess(stacked, last_values.numpy(), steps_per_env,

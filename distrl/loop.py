@@ -17,7 +17,6 @@ import numpy as np
 from distrl.checkpoint import save_checkpoint
 from distrl.config import RunConfig
 from distrl.metrics import MetricsLogger
-from distrl.types import Rollout
 
 WINDOW = 100  # episodes in env/episode_return_mean
 
@@ -37,13 +36,13 @@ class Progress:
     def return_mean(self) -> float:
         return float(np.mean(self.returns)) if self.returns else float("nan")
 
-    def add(self, rollout: Rollout) -> dict[str, float]:
-        """Count one iteration's samples; returns the env/ metrics."""
+    def add(self, env_steps: int, returns: np.ndarray, lengths: np.ndarray) -> dict[str, float]:
+        """Count one iteration's env steps and finished episodes; returns the env/ metrics."""
         self.iteration += 1
-        self.env_steps += rollout.env_steps
-        self.episodes += len(rollout.episode_returns)
-        self.returns.extend(rollout.episode_returns.tolist())
-        self.lengths.extend(rollout.episode_lengths.tolist())
+        self.env_steps += env_steps
+        self.episodes += len(returns)
+        self.returns.extend(returns.tolist())
+        self.lengths.extend(lengths.tolist())
         return {
             "iteration": self.iteration,
             "env/steps_total": self.env_steps,

@@ -80,7 +80,7 @@ def _iteration(config: PPOConfig, model: ActorCritic, opt: torch.optim.Optimizer
         p.kl_coeff = update_kl_coeff(p.kl_coeff, learner["kl"], config.kl_target)
     t2 = time.perf_counter()
     return {
-        **p.add(rollout),
+        **p.add(rollout.env_steps, rollout.episode_returns, rollout.episode_lengths),
         "time/sample_s": t1 - t0,
         "time/learn_s": t2 - t1,
         "env/steps_per_s": rollout.env_steps / (t2 - t0),

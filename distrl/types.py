@@ -59,9 +59,12 @@ class PPOBatch:
     value_targets: torch.Tensor  # [B]
 
     @staticmethod
-    def from_rollout(r: Rollout, device: torch.device | str = "cpu") -> PPOBatch:
+    def from_rollout(r: Rollout, device: torch.device | str = "cpu",
+                     adv_mean_std: tuple[float, float] | None = None) -> PPOBatch:
+        """Advantages standardized with ``adv_mean_std`` (default: this rollout's own)."""
         adv = r.advantages
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        mean, std = adv_mean_std or (adv.mean(), adv.std())
+        adv = (adv - mean) / (std + 1e-8)
         def t(x: np.ndarray) -> torch.Tensor:
             return torch.as_tensor(x, device=device)
         return PPOBatch(t(r.obs), t(r.actions), t(r.logp), t(r.dist_inputs), t(r.values),

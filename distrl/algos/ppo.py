@@ -65,7 +65,7 @@ class PPOHyperparams:
     """Network architecture."""
 
     def __post_init__(self) -> None:
-        _positive(self, "lr", "minibatch_size", "num_epochs", "clip_param")
+        check_positive(self, "lr", "minibatch_size", "num_epochs", "clip_param")
         if self.vf_clip_param is not None and self.vf_clip_param <= 0:
             raise ValueError(f"`vf_clip_param` ({self.vf_clip_param}) must be > 0, or None.")
         if not self.use_critic:
@@ -122,7 +122,7 @@ class PPOConfig(PPOHyperparams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _positive(self, "train_batch_size", "num_envs_per_env_runner")
+        check_positive(self, "train_batch_size", "num_envs_per_env_runner")
         if self.minibatch_size > self.train_batch_size:
             raise ValueError(
                 f"`minibatch_size` ({self.minibatch_size}) must be <= `train_batch_size` "
@@ -149,7 +149,7 @@ class PPOConfig(PPOHyperparams):
         return max(1, -(-self.train_batch_size // envs))
 
 
-def _positive(cfg: object, *names: str) -> None:
+def check_positive(cfg: object, *names: str) -> None:
     for name in names:
         value = getattr(cfg, name)
         if value <= 0:

@@ -1,0 +1,101 @@
+"""DD-PPO's gradient hook on 2 local gloo processes (torch.multiprocessing, no Ray)."""
+
+import socket
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from distrl.algos.ddppo import DDPPOConfig, WeightedAllReduce, pooled_mean_std
+from distrl.algos.ppo import ppo_update
+from distrl.nets import ActorCritic, Categorical
+from distrl.types import PPOBatch, Rollout
+
+SIZES = (40, 20)  # samples per rank: rank 0 has twice rank 1's, as after a preemption
+MINIBATCHES = 2
+CFG = DDPPOConfig(num_epochs=2, shuffle=False, minibatch_size=20, rollout_fragment_length=20,
+                  num_envs_per_worker=2, lr=1e-2, grad_clip=0.3, entropy_coeff=0.01)
+OBS, ACT = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(3)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def shard(rank: int) -> Rollout:
+    """Rank's samples: a fixed random rollout under a fixed policy (same in every process)."""
+    g = np.random.default_rng(rank)
+    n = SIZES[rank]
+    torch.manual_seed(100 + rank)
+    model = ActorCritic(OBS, ACT, CFG.model)
+    obs = g.normal(size=(n, 4)).astype(np.float32)
+    with torch.no_grad():
+        dist_inputs, values = model(torch.from_numpy(obs))
+    actions = torch.from_numpy(g.integers(0, 3, n))
+    logp = Categorical.log_prob(dist_inputs, actions)
+    adv = g.normal(size=n).astype(np.float32) * (1 + rank)  # different scales per rank
+    return Rollout(obs, actions.numpy(), logp.numpy(), dist_inputs.numpy(), values.numpy(), adv,
+                   adv + values.numpy(), np.zeros(0), np.zeros(0, np.int64), n, 0)
+
+
+def fresh_learner() -> tuple[ActorCritic, torch.optim.Adam]:
+    torch.manual_seed(0)
+    model = ActorCritic(OBS, ACT, CFG.model)
+    return model, torch.optim.Adam(model.parameters(), lr=CFG.lr, eps=1e-5)
+
+
+def _worker(rank: int, port: int, out: str) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2)
+    # 1. The hook alone on hand-made gradients.
+    p = torch.nn.Parameter(torch.zeros(3))
+    p.grad = torch.tensor([1.0, 2.0, 3.0]) * (rank + 1)
+    unused = torch.nn.Parameter(torch.zeros(2))  # no grad on this rank
+    WeightedAllReduce()([p, unused], n=SIZES[rank])
+    # 2. A whole DD-PPO update on this rank's shard.
+    rollout = shard(rank)
+    stats = pooled_mean_std(rollout.advantages, torch.device("cpu"))
+    model, opt = fresh_learner()
+    ppo_update(model, opt, PPOBatch.from_rollout(rollout, adv_mean_std=stats), CFG, 0.0,
+               0.01, grad_hook=WeightedAllReduce(), num_minibatches=MINIBATCHES)
+    torch.save({"grad": p.grad, "unused": unused.grad, "stats": stats,
+                "params": model.state_dict()}, f"{out}/rank{rank}.pt")
+    dist.destroy_process_group()
+
+
+def run_two_ranks(tmp_path) -> list[dict]:
+    mp.spawn(_worker, args=(free_port(), str(tmp_path)), nprocs=2, join=True)
+    return [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+
+
+def test_hook_equals_weighted_mean_and_pooled_update(tmp_path):
+    r0, r1 = run_two_ranks(tmp_path)
+    base = torch.tensor([1.0, 2.0, 3.0])
+    expected = (SIZES[0] * base * 1 + SIZES[1] * base * 2) / sum(SIZES)
+    torch.testing.assert_close(r0["grad"], expected)
+    assert torch.equal(r0["grad"], r1["grad"]) and torch.equal(r0["unused"], torch.zeros(2))
+
+    a, b = shard(0), shard(1)
+    pooled_adv = np.concatenate([a.advantages, b.advantages]).astype(np.float64)
+    np.testing.assert_allclose(r0["stats"], (pooled_adv.mean(), pooled_adv.std()), rtol=1e-9)
+
+    # Reference: one process, pooled batch ordered so that pooled minibatch j is
+    # (rank 0's minibatch j) + (rank 1's minibatch j).
+    ha, hb = SIZES[0] // MINIBATCHES, SIZES[1] // MINIBATCHES
+    order = np.concatenate([np.r_[j * ha:(j + 1) * ha, SIZES[0] + j * hb:SIZES[0] + (j + 1) * hb]
+                            for j in range(MINIBATCHES)])
+    pooled = Rollout.concat([a, b])
+    pooled = Rollout(*(getattr(pooled, f)[order] for f in (
+        "obs", "actions", "logp", "dist_inputs", "values", "advantages", "value_targets")),
+        np.zeros(0), np.zeros(0, np.int64), sum(SIZES), 0)
+    model, opt = fresh_learner()
+    ppo_update(model, opt, PPOBatch.from_rollout(pooled), CFG, 0.0, 0.01,
+               num_minibatches=MINIBATCHES)
+    for k, v in model.state_dict().items():
+        assert torch.equal(r0["params"][k], r1["params"][k]), f"{k}: ranks differ"
+        torch.testing.assert_close(r0["params"][k], v, rtol=1e-5, atol=1e-6)
