@@ -13,11 +13,12 @@ from typing import Annotated
 
 import tyro
 
+from distrl.algos.ddppo import DDPPOConfig
 from distrl.algos.ppo import PPOConfig
 from distrl.config import RunConfig
 from distrl.tuned import tuned
 
-USAGE = """usage: distrl train ppo [--help] [--tuned NAME] [FLAGS]
+USAGE = """usage: distrl train {ppo,ddppo} [--help] [--tuned NAME] [FLAGS]
        distrl eval CHECKPOINT [--episodes N] [--seed S]
 """
 
@@ -28,6 +29,14 @@ class TrainPPO:
 
     run: Annotated[RunConfig, tyro.conf.OmitArgPrefixes]
     ppo: Annotated[PPOConfig, tyro.conf.OmitArgPrefixes]
+
+
+@dataclass(frozen=True)
+class TrainDDPPO:
+    """Train DD-PPO: every worker samples and trains; gradients are all-reduced."""
+
+    run: Annotated[RunConfig, tyro.conf.OmitArgPrefixes]
+    ddppo: Annotated[DDPPOConfig, tyro.conf.OmitArgPrefixes]
 
 
 @dataclass(frozen=True)
@@ -47,7 +56,9 @@ class Eval:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:2] == ["train", "ppo"]:
-        _train_ppo(argv[2:])
+        _train(argv[2:], "ppo")
+    elif argv[:2] == ["train", "ddppo"]:
+        _train(argv[2:], "ddppo")
     elif argv[:1] == ["eval"]:
         _eval(argv[1:])
     else:
@@ -55,13 +66,21 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(0 if argv[:1] in (["-h"], ["--help"]) else 2)
 
 
-def _train_ppo(args: list[str]) -> None:
-    from distrl.train import train_ppo
-
+def _train(args: list[str], algo: str) -> None:
     try:
         name, args = _pop_tuned(args)
-        cli = tyro.cli(TrainPPO, args=args, prog="distrl train ppo", default=_defaults(name))
-        result = train_ppo(cli.ppo, cli.run)
+        if algo == "ppo":
+            from distrl.train import train_ppo
+
+            cli = tyro.cli(TrainPPO, args=args, prog="distrl train ppo",
+                           default=_defaults(name, algo))
+            result = train_ppo(cli.ppo, cli.run)
+        else:
+            from distrl.train_ddppo import train_ddppo
+
+            cli = tyro.cli(TrainDDPPO, args=args, prog="distrl train ddppo",
+                           default=_defaults(name, algo))
+            result = train_ddppo(cli.ddppo, cli.run)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         raise SystemExit(f"distrl: error: {err}") from None
     if cli.run.json:
@@ -83,11 +102,13 @@ def _pop_tuned(args: list[str]) -> tuple[str | None, list[str]]:
     return None, args
 
 
-def _defaults(name: str | None) -> TrainPPO | None:
+def _defaults(name: str | None, algo: str) -> TrainPPO | TrainDDPPO | None:
     if name is None:
         return None
-    t = tuned(name)
+    t = tuned(name, algo)
     run = RunConfig(env=t.env, stop_return=t.stop_return)
+    if algo == "ddppo":
+        return TrainDDPPO(run=run, ddppo=t.config)
     return TrainPPO(run=run, ppo=t.ppo_for(PPOConfig().num_env_runners))
 
 

@@ -1,0 +1,120 @@
+"""train_ddppo: every worker samples and trains; the driver only starts them, counts,
+logs and checkpoints. See docs/ddppo.md for when to choose it over train_ppo."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from distrl.algos.ddppo import DDPPOConfig
+from distrl.checkpoint import load_checkpoint
+from distrl.config import RunConfig
+from distrl.env_runner import seed_for
+from distrl.envs import check_env_id, env_spaces
+from distrl.loop import Progress, drive, make_logdir, save_run
+from distrl.metrics import MetricsLogger
+from distrl.nets import ActorCritic
+from distrl.policy_cache import readonly_tensor
+
+
+def train_ddppo(config: DDPPOConfig | None = None,
+                run: RunConfig | None = None) -> dict[str, Any]:
+    """Train DD-PPO until a stop condition holds; returns the final metrics and checkpoint."""
+    config, run = config or DDPPOConfig(), run or RunConfig()
+    ckpt = load_checkpoint(run.resume) if run.resume else None
+    if ckpt is not None:
+        config = ckpt["config"]  # a resumed run keeps its hyperparameters and worker count
+    _check_deployment(config, run)
+    check_env_id(run.env)
+    torch.set_num_threads(run.num_torch_threads)
+    torch.manual_seed(run.seed)
+    # The driver's copy: the initial weights every worker starts from, then rank 0's.
+    model = ActorCritic(*env_spaces(run.env), config.model)
+    from distrl.runtime.ddppo_workers import DDPPOWorkerGroup
+    from distrl.runtime.ray_runners import init_ray
+
+    ray_start_s = init_ray(run.address, config.num_workers * config.num_cpus_per_worker)
+
+    def kwargs(index: int, restart: int) -> dict[str, Any]:
+        return dict(env=run.env, config=config, seed=seed_for(run.seed, index, restart))
+
+    group = DDPPOWorkerGroup(kwargs, config)
+    progress = Progress(kl_coeff=0.0)
+    logdir = make_logdir("ddppo", run, ckpt)
+    try:
+        if ckpt is None:
+            group.set_learner_state({"model": model.state_dict(), "optimizer": None})
+        else:
+            model.load_state_dict(ckpt["model"])
+            group.set_learner_state({"model": ckpt["model"], "optimizer": ckpt["optimizer"]})
+            group.set_states(ckpt["worker_states"])
+            progress = ckpt["progress"]
+        logger = MetricsLogger(logdir, run.progress)
+    except BaseException:
+        group.close()
+        raise
+
+    def iterate() -> dict[str, Any]:
+        return _round(config, group, model, progress)
+
+    def save() -> Path:
+        state = group.learner_state()
+        return save_run(logdir, "ddppo", config, run, model=state["model"],
+                        optimizer=state["optimizer"], progress=progress,
+                        worker_states=group.get_states())
+
+    try:
+        metrics, checkpoint, stopped_by = drive(run, progress, logger, iterate, save)
+    finally:
+        group.close()
+        logger.close()
+    return {**metrics, "checkpoint": str(checkpoint), "logdir": str(logdir),
+            "stopped_by": stopped_by, "ray_start_s": ray_start_s}
+
+
+def _round(config: DDPPOConfig, group, model: ActorCritic, p: Progress) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    lr, entropy_coeff = config.lr_at(p.env_steps), config.entropy_coeff_at(p.env_steps)
+    results = group.run_round(p.iteration, p.env_steps, config.keep_local_weights_in_sync)
+    wall = time.perf_counter() - t0
+    if config.keep_local_weights_in_sync:
+        model.load_state_dict({k: readonly_tensor(v) for k, v in results[0].weights.items()})
+    env_steps = sum(r.env_steps for r in results)
+    learner = {k: float(np.mean([r.learner[k] for r in results])) for k in results[0].learner}
+    return {
+        **p.add(env_steps, np.concatenate([r.episode_returns for r in results]),
+                np.concatenate([r.episode_lengths for r in results])),
+        "time/sample_s": max(r.sample_s for r in results),
+        "time/learn_s": max(r.learn_s for r in results),
+        "env/steps_per_s": env_steps / wall,
+        "env/runner_restarts": sum(group.restarts),
+        **{f"learner/{k}": v for k, v in learner.items()},
+        "learner/kl_coeff": 0.0,
+        "learner/lr": lr,
+        "learner/entropy_coeff": entropy_coeff,
+        "learner/batch_size": sum(r.samples for r in results),
+        "ddppo/preempted_steps": sum(r.preempted_samples for r in results),
+        "ddppo/allreduce_s": float(np.mean([r.allreduce_s for r in results])),
+        "ddppo/world_size": len(results),
+    }
+
+
+def _check_deployment(config: DDPPOConfig, run: RunConfig) -> None:
+    if run.device == "cuda":
+        raise ValueError(
+            "DD-PPO's driver does no learning, so it gets no GPU (device='cuda'): give the "
+            "workers GPUs with num_gpus_per_worker=1 (and backend='nccl')."
+        )
+    if config.backend == "mpi" and not dist.is_mpi_available():
+        raise ValueError(
+            "backend='mpi' needs a torch built with MPI (the pip wheels are not); use "
+            "backend='gloo' (CPU) or 'nccl' (GPU workers)."
+        )
+    if config.backend == "nccl" and not dist.is_nccl_available():
+        raise ValueError("backend='nccl' needs a CUDA build of torch; this one has no NCCL. "
+                         "Use backend='gloo'.")
