@@ -36,3 +36,50 @@ def counting(end=3, limit=None, nan_at=None):
         env = CountingEnv(end, nan_at)
         return gym.wrappers.TimeLimit(env, limit) if limit else env
     return make
+
+
+def claim(token_dir) -> bool:
+    """True in exactly one process: the first to create ``token_dir``/claimed (O_EXCL)."""
+    import os
+
+    path = os.path.join(token_dir, "claimed")
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        with open(path) as f:
+            return f.read() == str(os.getpid())
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    return True
+
+
+def slow_in_one_process(token_dir, sleep_s: float, end: int = 10_000):
+    """Counting envs that sleep ``sleep_s`` per step in one worker process only."""
+    def make():
+        return CountingEnv(end, sleep_s=sleep_s if claim(token_dir) else 0.0)
+    return make
+
+
+class CrashOnceEnv(CountingEnv):
+    """Kills its whole process at step ``at`` in the one process that claims the token."""
+
+    def __init__(self, token_dir, at: int):
+        super().__init__(end=10_000)
+        self.crash_at = at if claim(token_dir) else None
+        self.steps_total = 0
+
+    def step(self, action):
+        import os
+
+        self.steps_total += 1
+        if self.steps_total == self.crash_at:
+            os._exit(1)
+        return super().step(action)
+
+
+def broken_in_one_process(token_dir):
+    def make():
+        if claim(token_dir):
+            raise RuntimeError("this env cannot start here (test)")
+        return CountingEnv(10_000)
+    return make

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -123,6 +124,20 @@ class DDPPOConfig(PPOHyperparams):
         return -(-self.worker_batch_size // self.minibatch_size)
 
 
+class CollectiveError(RuntimeError):
+    """A collective or the group's store failed: a peer died, hung, or left the group."""
+
+
+@contextmanager
+def collective(what: str) -> Iterator[None]:
+    """Marks failures inside ``what`` as the group's, not this worker's own: the driver
+    then re-forms the group instead of reporting a bug."""
+    try:
+        yield
+    except RuntimeError as err:  # gloo, nccl and the TCPStore raise RuntimeError kinds
+        raise CollectiveError(f"{what} failed: {err}") from err
+
+
 def workers_to_wait_for(world_size: int, threshold: float) -> int:
     """Finished workers after which the others are preempted (world_size: never)."""
     # round(): 0.6 x 5 is 3.0000000000000004 in floating point, which must not mean 4.
@@ -177,9 +192,10 @@ class WeightedAllReduce:
         one = torch.ones(1, dtype=grads[0].dtype, device=grads[0].device)
         flat = torch.cat([g.reshape(-1) for g in grads] + [one]).mul_(n)  # last entry: n
         t0 = time.perf_counter()
-        dist.all_reduce(flat, group=self.group)
-        if flat.is_cuda:
-            torch.cuda.synchronize(flat.device)
+        with collective("gradient all_reduce"):
+            dist.all_reduce(flat, group=self.group)
+            if flat.is_cuda:
+                torch.cuda.synchronize(flat.device)
         self.seconds += time.perf_counter() - t0
         flat = flat[:-1] / flat[-1]
         for g, piece in zip(grads, flat.split([g.numel() for g in grads]), strict=True):
@@ -193,7 +209,8 @@ def pooled_mean_std(x: np.ndarray, device: torch.device,
     x64 = x.astype(np.float64)
     stats = torch.tensor([x64.sum(), (x64 * x64).sum(), x.size], dtype=torch.float64,
                          device=device)
-    dist.all_reduce(stats, group=group)
+    with collective("advantage statistics all_reduce"):
+        dist.all_reduce(stats, group=group)
     total, total_sq, count = stats.tolist()
     mean = total / count
     return mean, math.sqrt(max(total_sq / count - mean * mean, 0.0))

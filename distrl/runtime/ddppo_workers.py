@@ -19,9 +19,11 @@ import torch
 import torch.distributed as dist
 
 from distrl.algos.ddppo import (
+    CollectiveError,
     DDPPOConfig,
     Preemption,
     WeightedAllReduce,
+    collective,
     min_steps_per_env,
     pooled_mean_std,
     workers_to_wait_for,
@@ -111,9 +113,10 @@ class DDPPOWorker:
         cfg = self.cfg
         self.snapshot = self.learner_state()  # what rollback() returns to
         t0 = time.perf_counter()
+        key = f"finished/{index}"
         rollout = self.runner.sample(cfg.rollout_fragment_length,
-                                     stop_early=self._preemption(f"finished/{index}"))
-        self.store.add(f"finished/{index}", 1)
+                                     stop_early=self._preemption(key))
+        self._count(key, 1)
         t1 = time.perf_counter()
         adv_stats = pooled_mean_std(rollout.advantages, self.device)
         batch = PPOBatch.from_rollout(rollout, self.device, adv_stats)
@@ -137,7 +140,12 @@ class DDPPOWorker:
         needed = workers_to_wait_for(self.world_size, self.cfg.preemption_threshold)
         if needed >= self.world_size:
             return None
-        return Preemption(needed, min_steps_per_env(self.cfg), lambda: self.store.add(key, 0))
+        return Preemption(needed, min_steps_per_env(self.cfg), lambda: self._count(key, 0))
+
+    def _count(self, key: str, finished: int) -> int:
+        """Add to this round's count of finished workers in rank 0's store; returns it."""
+        with collective("the group's store"):
+            return self.store.add(key, finished)
 
     # --- state: weights, learner (model + optimizer), envs --------------------------------
 
@@ -221,9 +229,9 @@ class DDPPOWorkerGroup:
             try:
                 results[index[done[0]]] = ray.get(done[0])
             except Exception as err:
-                raise RuntimeError(
-                    f"DD-PPO worker {index[done[0]]} failed to {what}: {_cause(err)}"
-                ) from err
+                detail = str(_cause(err)).strip()  # a traceback whose last line says why
+                raise RuntimeError(f"DD-PPO worker {index[done[0]]} failed to {what}: "
+                                   f"{detail.splitlines()[-1]}\n\n{detail}") from err
         return [results[i] for i in sorted(results)]
 
     def set_learner_state(self, state: LearnerState) -> None:
@@ -313,7 +321,7 @@ def _outcome(future: ray.ObjectRef) -> Any:
 
 def _is_group_failure(err: Exception) -> bool:
     """A dead worker, or a collective or store that failed because of one."""
-    return isinstance(err, ray.exceptions.RayActorError) or isinstance(_cause(err), dist.DistError)
+    return isinstance(err, ray.exceptions.RayActorError) or isinstance(_cause(err), CollectiveError)
 
 
 def _cause(err: Any) -> Any:

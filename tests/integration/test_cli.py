@@ -32,3 +32,20 @@ def test_bad_input_exits_with_a_message():
     assert "Did you mean 'CartPole-v1'" in out.stderr
     out = distrl("train", "ppo", "--minibatch-size", "512", "--train-batch-size", "256")
     assert out.returncode != 0 and "minibatch_size" in out.stderr
+
+
+def test_train_ddppo_json(tmp_path):
+    out = distrl("train", "ddppo", "--num-workers", "2", "--num-envs-per-worker", "2",
+                 "--rollout-fragment-length", "16", "--minibatch-size", "16",
+                 "--max-env-steps", "100", "--logdir", str(tmp_path), "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["ddppo/world_size"] == 2 and result["learner/batch_size"] == 64
+    assert result["env/steps_total"] >= 100
+
+
+def test_ddppo_rules_exit_with_a_message():
+    out = distrl("train", "ddppo", "--train-batch-size", "1000")
+    assert out.returncode != 0 and "Do not set `train_batch_size`" in out.stderr
+    out = distrl("train", "ddppo", "--kl-coeff", "0.2")
+    assert out.returncode != 0 and "un-decentralize" in out.stderr

@@ -77,3 +77,16 @@ def test_preemption_polls_the_store_at_most_every_poll_s():
     for k in range(100):
         stop(k)
     assert len(asked) == 1
+
+
+def test_deployment_errors_come_before_any_worker_starts():
+    import torch.distributed as dist
+
+    from distrl.config import RunConfig
+    from distrl.train_ddppo import train_ddppo
+
+    with pytest.raises(ValueError, match=r"driver does no learning.*num_gpus_per_worker"):
+        train_ddppo(DDPPOConfig(), RunConfig(device="cuda"))
+    if not dist.is_mpi_available():
+        with pytest.raises(ValueError, match="needs a torch built with MPI"):
+            train_ddppo(DDPPOConfig(backend="mpi"), RunConfig())

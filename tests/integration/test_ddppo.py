@@ -1,0 +1,144 @@
+"""DD-PPO on 2 Ray workers: identical replicas, preemption, recovery, errors, resume."""
+
+import json
+import time
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from distrl.algos.ddppo import DDPPOConfig
+from distrl.checkpoint import load_checkpoint
+from distrl.config import RunConfig
+from distrl.env_runner import seed_for
+from distrl.evaluation import evaluate
+from distrl.nets import ActorCritic
+from distrl.runtime.ddppo_workers import DDPPOWorkerGroup
+from distrl.train_ddppo import train_ddppo
+from tests.fakes import CrashOnceEnv, broken_in_one_process, counting, slow_in_one_process
+
+SMALL = DDPPOConfig(num_workers=2, num_envs_per_worker=2, rollout_fragment_length=16,
+                    minibatch_size=8, num_epochs=2, collective_timeout_s=20.0)
+
+
+def make_group(env, cfg=SMALL) -> DDPPOWorkerGroup:
+    group = DDPPOWorkerGroup(lambda i, r: dict(env=env, config=cfg, seed=seed_for(0, i, r)), cfg)
+    torch.manual_seed(0)
+    model = ActorCritic(*group_spaces(env), cfg.model)
+    group.set_learner_state({"model": model.state_dict(), "optimizer": None})
+    return group
+
+
+def group_spaces(env):
+    from distrl.envs import env_spaces
+
+    return env_spaces(env)
+
+
+def replica_weights(group) -> list[dict[str, np.ndarray]]:
+    import ray
+
+    return ray.get([a.weights.remote() for a in group.actors])
+
+
+def assert_identical(weights: list[dict[str, np.ndarray]]) -> None:
+    for k in weights[0]:
+        for w in weights[1:]:
+            assert np.array_equal(weights[0][k], w[k]), f"{k} differs between ranks"
+
+
+def test_replicas_stay_bit_identical(ray_local):
+    group = make_group("CartPole-v1")
+    try:
+        before = replica_weights(group)
+        for i in range(4):
+            results = group.run_round(i, i * 64, send_weights=True)
+        after = replica_weights(group)
+    finally:
+        group.close()
+    assert_identical(before)
+    assert_identical(after)
+    assert not np.array_equal(before[0]["pi.0.weight"], after[0]["pi.0.weight"])
+    assert [r.samples for r in results] == [32, 32]
+    for k, v in results[0].weights.items():  # what the driver keeps in sync is rank 0's
+        assert np.array_equal(v, after[0][k])
+
+
+def test_straggler_is_preempted_and_round_time_bounded(ray_local, tmp_path):
+    # One worker's envs sleep 50 ms per step: its 40-step fragment takes >= 2 s. With
+    # threshold 0.5 it stops once the other has finished and it has 25% (10 steps).
+    cfg = replace(SMALL, rollout_fragment_length=40, minibatch_size=20,
+                  preemption_threshold=0.5, preemption_min_share=0.25)
+    timings, samples = {}, {}
+    for name, threshold in (("on", 0.5), ("off", 1.0)):
+        (tmp_path / name).mkdir()
+        env = slow_in_one_process(str(tmp_path / name), sleep_s=0.05)
+        group = make_group(env, replace(cfg, preemption_threshold=threshold))
+        try:
+            group.run_round(0, 0, send_weights=False)  # warm-up: first forward passes etc.
+            t0 = time.perf_counter()
+            results = group.run_round(1, 160, send_weights=False)
+            timings[name] = time.perf_counter() - t0
+        finally:
+            group.close()
+        samples[name] = sorted(r.samples for r in results)
+        preempted = sum(r.preempted_samples for r in results)
+        assert preempted == 2 * 80 - sum(samples[name])
+    assert samples["on"] == [20, 80]  # the straggler kept exactly its minimum share
+    assert samples["off"] == [80, 80]
+    assert timings["off"] >= 2.0
+    assert timings["on"] < 0.6 * timings["off"], timings
+
+
+def test_killed_worker_is_replaced_and_replicas_agree(ray_local, tmp_path, capfd):
+    # The claiming worker's process dies (os._exit) 20 env steps into round 1.
+    token = str(tmp_path)
+    group = make_group(lambda: CrashOnceEnv(token, at=20))
+    try:
+        results = [group.run_round(i, i * 64, send_weights=False) for i in range(4)]
+        weights = replica_weights(group)
+        restarts = list(group.restarts)
+    finally:
+        group.close()
+    assert sorted(restarts) == [0, 1]
+    assert all(len(r) == 2 for r in results)
+    assert_identical(weights)
+    assert "replaced (restart 1/3)" in capfd.readouterr().out
+
+
+def test_worker_that_cannot_start_fails_fast_with_its_message(ray_local, tmp_path):
+    t0 = time.perf_counter()
+    with pytest.raises(RuntimeError, match=r"DD-PPO worker [01] failed to start: .*cannot start"):
+        make_group(broken_in_one_process(str(tmp_path)))
+    assert time.perf_counter() - t0 < SMALL.collective_timeout_s  # no wait for a timeout
+
+
+def test_nan_from_an_env_is_raised_at_once(ray_local, tmp_path):
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="non-finite observation"):
+        train_ddppo(SMALL, RunConfig(env=counting(end=10_000, nan_at=5), logdir=str(tmp_path),
+                                     progress=False, max_env_steps=1000))
+    assert time.perf_counter() - t0 < SMALL.collective_timeout_s
+
+
+def test_checkpoint_resumes_exactly_and_evaluates(ray_local, tmp_path):
+    def run(logdir, steps, resume=None):
+        return train_ddppo(SMALL, RunConfig(env="CartPole-v1", logdir=str(logdir),
+                                            max_env_steps=steps, progress=False, resume=resume))
+
+    straight = run(tmp_path / "a", 256)
+    run(tmp_path / "b", 128)
+    resumed = run(tmp_path / "b", 256, resume=str(tmp_path / "b"))
+    assert resumed["iteration"] == straight["iteration"] == 4
+    assert resumed["env/steps_total"] == straight["env/steps_total"]
+    a, b = load_checkpoint(tmp_path / "a"), load_checkpoint(tmp_path / "b")
+    for k in a["model"]:
+        assert torch.equal(a["model"][k], b["model"][k]), k
+    rows = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [1, 2, 3, 4]
+    for key in ("ddppo/preempted_steps", "ddppo/allreduce_s", "ddppo/world_size",
+                "env/episode_return_mean", "learner/policy_loss", "learner/batch_size"):
+        assert key in rows[-1], key
+    assert rows[-1]["ddppo/world_size"] == 2 and rows[-1]["learner/batch_size"] == 64
+    assert len(evaluate(tmp_path / "b", episodes=3)) == 3
