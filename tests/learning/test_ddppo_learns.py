@@ -1,0 +1,29 @@
+"""DD-PPO learns CartPole with 2 Ray workers within the tuned example's env-step budget."""
+
+import pytest
+
+from distrl.config import RunConfig
+from distrl.train_ddppo import train_ddppo
+from distrl.tuned import tuned
+
+pytestmark = pytest.mark.learning
+
+
+def test_ddppo_cartpole_reaches_475_with_two_workers(tmp_path):
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    t = tuned("cartpole", "ddppo")
+    try:
+        # Seeds 0-4 reached it within 82k-166k env steps on the reference machine.
+        result = train_ddppo(t.config, RunConfig(
+            env=t.env, seed=0, stop_return=t.stop_return, max_env_steps=t.env_step_budget,
+            logdir=str(tmp_path), progress=False,
+        ))
+    finally:
+        ray.shutdown()
+    assert t.config.num_workers == 2 and result["ddppo/world_size"] == 2
+    assert result["stopped_by"] == "stop_return", (
+        f"mean-100 return {result['env/episode_return_mean']:.1f} < {t.stop_return} "
+        f"after {result['env/steps_total']} env steps"
+    )
+    assert result["env/steps_total"] <= t.env_step_budget
