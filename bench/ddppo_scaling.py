@@ -31,11 +31,15 @@ STRAGGLER_SLEEP_S = 5e-4  # per env step on the slow worker: ~10x a CartPole ste
 
 
 def straggler_env(token_dir: str):
-    """CartPole; in the one worker process that claims the token, every step also sleeps."""
+    """CartPole; in the one worker process that claims the token, every step also sleeps.
+    (The driver builds an env too, to read the spaces: it never claims.)"""
     def make():
         import gymnasium as gym
+        import ray
 
         env = gym.make("CartPole-v1")
+        if ray.get_runtime_context().get_actor_id() is None:
+            return env
         path = os.path.join(token_dir, "slow")
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
@@ -82,6 +86,7 @@ def trial(kind: str, workers: int, seed: int) -> dict:
         "env_steps": r["env/steps_total"], "steps_per_s": r["env/steps_total"] / r["time/total_s"],
         "allreduce_s": sum(x.get("ddppo/allreduce_s", 0.0) for x in rows),
         "preempted_steps": sum(x.get("ddppo/preempted_steps", 0) for x in rows),
+        "rounds": len(rows),
     }
 
 
@@ -140,8 +145,8 @@ def summary(trials: list[dict]) -> dict:
         "all_reached": all(t["reached"] for t in trials if t["kind"].startswith("to475")),
         "straggler_steps_per_s_preemption_on": on, "straggler_steps_per_s_preemption_off": off,
         "preemption_speedup": on / off,
-        "straggler_preempted_steps_per_round": statistics.mean(
-            of("straggler_on", 2, "preempted_steps")) / STRAGGLER_ROUNDS,
+        "straggler_preempted_samples_per_round": sum(of("straggler_on", 2, "preempted_steps"))
+        / sum(of("straggler_on", 2, "rounds")),
     }
 
 

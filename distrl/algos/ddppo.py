@@ -56,6 +56,9 @@ class DDPPOConfig(PPOHyperparams):
     """GPUs per worker (the driver does no learning and gets none); needed for nccl."""
     backend: Literal["gloo", "nccl", "mpi"] = "gloo"
     """torch.distributed backend: gloo (CPU), nccl (GPU workers), mpi (torch built with MPI)."""
+    shm_allreduce: bool = True
+    """With gloo and every worker on one node, sum gradients through shared memory
+    (~0.1 ms per minibatch) instead of TCP loopback (~1 ms on the reference machine)."""
     keep_local_weights_in_sync: bool = True
     """Copy rank 0's weights to the driver after every round (else only when checkpointing)."""
     preemption_threshold: float = 0.6
@@ -175,42 +178,65 @@ class Preemption:
 
 class WeightedAllReduce:
     """Gradient hook for ppo_update: every rank's minibatch gradient, weighted by its
-    sample count, summed in one all_reduce of one flat buffer and divided by the total
+    sample count, summed in one all-reduce of one flat buffer and divided by the total
     count. The result is the gradient of the loss over the pooled minibatch, and it is
-    the same on every rank, so identical optimizers keep identical replicas."""
+    the same on every rank, so identical optimizers keep identical replicas.
 
-    def __init__(self, group: dist.ProcessGroup | None = None):
-        self.group = group
+    The parameters' .grad are views into that buffer (DDP's gradient_as_bucket_view),
+    so nothing is copied in or out; ppo_update keeps them by zeroing grads in place.
+    ``reduce(flat)`` sums in place over the ranks: torch.distributed's all_reduce by
+    default, or a node-local ShmAllReduce.
+    """
+
+    def __init__(self, reduce: Callable[[torch.Tensor], None] | None = None):
+        self.reduce = reduce or dist.all_reduce
         self.seconds = 0.0  # time spent in the collective, for ddppo/allreduce_s
+        self.flat: torch.Tensor | None = None  # [sum of numels + 1]: grads, then the count
 
     def __call__(self, params: list[nn.Parameter], n: int) -> None:
-        grads = []
-        for p in params:
-            if p.grad is None:  # unused on this minibatch: a zero keeps buffers aligned
-                p.grad = torch.zeros_like(p)
-            grads.append(p.grad)
-        one = torch.ones(1, dtype=grads[0].dtype, device=grads[0].device)
-        flat = torch.cat([g.reshape(-1) for g in grads] + [one]).mul_(n)  # last entry: n
+        if not self._bound(params):
+            self._bind(params)
+        flat = self.flat
+        flat[-1] = 1.0
+        flat.mul_(n)
         t0 = time.perf_counter()
         with collective("gradient all_reduce"):
-            dist.all_reduce(flat, group=self.group)
+            self.reduce(flat)
             if flat.is_cuda:
                 torch.cuda.synchronize(flat.device)
         self.seconds += time.perf_counter() - t0
-        flat = flat[:-1] / flat[-1]
-        for g, piece in zip(grads, flat.split([g.numel() for g in grads]), strict=True):
-            g.copy_(piece.view_as(g))
+        flat[:-1].div_(flat[-1:])
+
+    def _bound(self, params: list[nn.Parameter]) -> bool:
+        return self.flat is not None and all(
+            p.grad is not None and p.grad.data_ptr() == ptr
+            for p, ptr in zip(params, self._ptrs, strict=True))
+
+    def _bind(self, params: list[nn.Parameter]) -> None:
+        """Move the grads into views of one flat buffer (a param without a grad gets 0)."""
+        p0 = params[0]
+        self.flat = torch.zeros(sum(p.numel() for p in params) + 1, dtype=p0.dtype,
+                                device=p0.device)
+        offset = 0
+        for p in params:
+            view = self.flat[offset:offset + p.numel()].view_as(p)
+            if p.grad is not None:
+                view.copy_(p.grad)
+            p.grad = view
+            offset += p.numel()
+        self._ptrs = [p.grad.data_ptr() for p in params]
 
 
 def pooled_mean_std(x: np.ndarray, device: torch.device,
-                    group: dist.ProcessGroup | None = None) -> tuple[float, float]:
-    """Mean and (population) std of ``x`` pooled over all ranks, in one all_reduce, so
-    advantages are standardized as on the pooled batch."""
+                    reduce: Callable[[torch.Tensor], None] | None = None,
+                    dtype: torch.dtype = torch.float64) -> tuple[float, float]:
+    """Mean and (population) std of ``x`` pooled over all ranks, in one all-reduce
+    (``reduce``, default torch.distributed's), so advantages are standardized as on the
+    pooled batch."""
     x64 = x.astype(np.float64)
-    stats = torch.tensor([x64.sum(), (x64 * x64).sum(), x.size], dtype=torch.float64,
-                         device=device)
+    stats = torch.tensor([x64.sum(), (x64 * x64).sum(), x.size], dtype=dtype, device=device)
     with collective("advantage statistics all_reduce"):
-        dist.all_reduce(stats, group=group)
+        (reduce or dist.all_reduce)(stats)
     total, total_sq, count = stats.tolist()
     mean = total / count
     return mean, math.sqrt(max(total_sq / count - mean * mean, 0.0))

@@ -228,7 +228,8 @@ def ppo_update(
             dist_inputs, values = model(mb.obs)
             loss, parts = ppo_loss(dist_inputs, values, mb, cfg, model.dist, kl_coeff,
                                    entropy_coeff)
-            opt.zero_grad(set_to_none=True)
+            # A hook may keep the grads in its own buffer (views): then zero them in place.
+            opt.zero_grad(set_to_none=grad_hook is None)
             loss.backward()
             if grad_hook is not None:
                 grad_hook(params, len(mb))

@@ -7,7 +7,9 @@ counts the workers that finished collecting, which is how stragglers learn to st
 
 from __future__ import annotations
 
+import os
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -29,6 +31,7 @@ from distrl.algos.ddppo import (
     workers_to_wait_for,
 )
 from distrl.algos.ppo import ppo_update
+from distrl.algos.shm_allreduce import SHM_DIR, ShmAllReduce, shm_supported
 from distrl.env_runner import EnvRunner
 from distrl.nets import ActorCritic
 from distrl.types import PPOBatch
@@ -98,6 +101,32 @@ class DDPPOWorker:
                 f"processes, not the {world_size} Ray workers; use backend='gloo' or 'nccl'."
             )
         self.rank, self.world_size = rank, world_size
+        self.hook = WeightedAllReduce(self._node_local_reduce())
+
+    def _node_local_reduce(self) -> ShmAllReduce | None:
+        """A shared-memory gradient sum when every rank is on this node, else None (gloo)."""
+        cfg, store = self.cfg, self.store
+        store.set(f"node/{self.rank}", f"{ray.util.get_node_ip_address()} {os.getpid()}")
+        peers = [store.get(f"node/{r}").decode().split() for r in range(self.world_size)]
+        if (self.world_size == 1 or not cfg.shm_allreduce or cfg.backend != "gloo"
+                or self.device.type != "cpu" or not shm_supported()
+                or len({ip for ip, _ in peers}) > 1):
+            return None
+        numel = sum(p.numel() for p in self.model.parameters()) + 1  # + the sample count
+        path = f"{SHM_DIR}/distrl_ddppo_{os.getpid()}_{uuid.uuid4().hex}"
+        if self.rank == 0:
+            reduce = ShmAllReduce(path, 0, self.world_size, numel, [int(p) for _, p in peers],
+                                  cfg.collective_timeout_s, create=True)
+            store.set("shm_path", path)
+        else:
+            path = store.get("shm_path").decode()
+            reduce = ShmAllReduce(path, self.rank, self.world_size, numel,
+                                  [int(p) for _, p in peers], cfg.collective_timeout_s,
+                                  create=False)
+        dist.barrier()  # every rank has it mapped: the name can go
+        if self.rank == 0:
+            os.unlink(path)
+        return reduce
 
     def leave(self) -> None:
         if dist.is_initialized():
@@ -118,7 +147,9 @@ class DDPPOWorker:
                                      stop_early=self._preemption(key))
         self._count(key, 1)
         t1 = time.perf_counter()
-        adv_stats = pooled_mean_std(rollout.advantages, self.device)
+        shm = isinstance(self.hook.reduce, ShmAllReduce)  # float32 slots: stats in float32
+        adv_stats = pooled_mean_std(rollout.advantages, self.device, self.hook.reduce,
+                                    torch.float32 if shm else torch.float64)
         batch = PPOBatch.from_rollout(rollout, self.device, adv_stats)
         for group in self.opt.param_groups:
             group["lr"] = cfg.lr_at(env_steps_total)
