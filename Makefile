@@ -31,3 +31,5 @@ bench: $(STAMP)
 	$(BIN)/python bench/plot_ppo_cartpole.py
 	$(BIN)/python bench/league_memory.py | tee bench/out/league_memory.jsonl
 	$(BIN)/python bench/plot_league_memory.py
+	$(BIN)/python bench/ddppo_scaling.py | tee bench/out/ddppo_scaling.jsonl
+	$(BIN)/python bench/plot_ddppo_scaling.py

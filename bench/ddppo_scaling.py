@@ -27,7 +27,7 @@ OUT = Path(__file__).parent / "out"
 TARGET = 475.0
 THROUGHPUT_ROUNDS = 60
 STRAGGLER_ROUNDS = 30
-STRAGGLER_SLEEP_S = 5e-4  # per env step on the slow worker: ~10x a CartPole step
+STRAGGLER_SLEEP_S = 5e-4  # per env step on the slow worker (a CartPole step: ~10-20 us)
 
 
 def straggler_env(token_dir: str):

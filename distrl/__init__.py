@@ -13,6 +13,8 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "PPOConfig": "distrl.algos.ppo",
+    "DDPPOConfig": "distrl.algos.ddppo",
+    "train_ddppo": "distrl.train_ddppo",
     "ModelConfig": "distrl.nets",
     "RunConfig": "distrl.config",
     "train_ppo": "distrl.train",
