@@ -14,6 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from _plot import save
 
 HERE = Path(__file__).parent
 
@@ -49,10 +50,7 @@ def main() -> None:
     right.set_ylabel("env steps / s (thousands)")
     right.set_title("2 workers, one a straggler (+0.5 ms per env step)")
     right.grid(alpha=0.3, axis="y")
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(dst, dpi=110)
-    print(dst)
+    save(fig, dst)
 
 
 if __name__ == "__main__":

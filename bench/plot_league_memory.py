@@ -15,6 +15,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from _plot import save
 
 HERE = Path(__file__).parent
 COLORS = {"distrl": "tab:blue", "rllib": "tab:red"}
@@ -41,10 +42,7 @@ def main() -> None:
         ax.grid(alpha=0.3)
         ax.legend()
     fig.suptitle("League memory: 1.06M-parameter policies, 4 env runners")
-    fig.tight_layout()
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(dst, dpi=110)
-    print(dst)
+    save(fig, dst)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from _plot import save
 
 HERE = Path(__file__).parent
 STYLE = {"distrl": ("tab:blue", "distrl in-process"),
@@ -39,10 +40,7 @@ def main() -> None:
     ax.set_title("PPO on CartPole-v1 to 475 (seeds 0-2, 1 torch thread, 2 CPU cores)")
     ax.legend(loc="lower right")
     ax.grid(alpha=0.3)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(dst, dpi=110)
-    print(dst)
+    save(fig, dst)
 
 
 if __name__ == "__main__":

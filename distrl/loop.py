@@ -52,13 +52,27 @@ class Progress:
         }
 
 
-def drive(run: RunConfig, progress: Progress, logger: MetricsLogger,
-          iterate: Callable[[], dict[str, Any]],
-          save: Callable[[], Path]) -> tuple[dict[str, Any], Path, str]:
-    """Iterate until a stop condition holds; returns (last metrics, checkpoint, stopped_by).
+def drive(run: RunConfig, logdir: Path, progress: Progress, logger: MetricsLogger,
+          iterate: Callable[[], dict[str, Any]], save: Callable[[], Path],
+          close: Callable[[], None], ray_start_s: float) -> dict[str, Any]:
+    """Iterate until a stop condition holds, checkpoint, close the workers and the logger;
+    returns the last metrics with the checkpoint path and why the run stopped.
 
     Ctrl-C ends the loop after a checkpoint, so what was learned is kept.
     """
+    try:
+        metrics, stopped_by = _loop(run, progress, logger, iterate, save)
+        checkpoint = save()
+    finally:
+        close()
+        logger.close()
+    return {**metrics, "checkpoint": str(checkpoint), "logdir": str(logdir),
+            "stopped_by": stopped_by, "ray_start_s": ray_start_s}
+
+
+def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
+          iterate: Callable[[], dict[str, Any]],
+          save: Callable[[], Path]) -> tuple[dict[str, Any], str]:
     stopped_by = "max_env_steps"
     metrics: dict[str, Any] = {}
     tick = time.perf_counter()
@@ -80,7 +94,7 @@ def drive(run: RunConfig, progress: Progress, logger: MetricsLogger,
             break
         if progress.env_steps >= run.max_env_steps:
             break
-    return metrics, save(), stopped_by
+    return metrics, stopped_by
 
 
 def make_logdir(algo: str, run: RunConfig, ckpt: dict[str, Any] | None) -> Path:

@@ -54,13 +54,7 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None) -> 
                         optimizer=opt.state_dict(), progress=progress,
                         generator=generator.get_state(), runner_states=runners.get_states())
 
-    try:
-        metrics, checkpoint, stopped_by = drive(run, progress, logger, iterate, save)
-    finally:
-        runners.close()
-        logger.close()
-    return {**metrics, "checkpoint": str(checkpoint), "logdir": str(logdir),
-            "stopped_by": stopped_by, "ray_start_s": ray_start_s}
+    return drive(run, logdir, progress, logger, iterate, save, runners.close, ray_start_s)
 
 
 def _iteration(config: PPOConfig, model: ActorCritic, opt: torch.optim.Optimizer, runners,

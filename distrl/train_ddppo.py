@@ -68,13 +68,7 @@ def train_ddppo(config: DDPPOConfig | None = None,
                         optimizer=state["optimizer"], progress=progress,
                         worker_states=group.get_states())
 
-    try:
-        metrics, checkpoint, stopped_by = drive(run, progress, logger, iterate, save)
-    finally:
-        group.close()
-        logger.close()
-    return {**metrics, "checkpoint": str(checkpoint), "logdir": str(logdir),
-            "stopped_by": stopped_by, "ray_start_s": ray_start_s}
+    return drive(run, logdir, progress, logger, iterate, save, group.close, ray_start_s)
 
 
 def _round(config: DDPPOConfig, group, model: ActorCritic, p: Progress) -> dict[str, Any]:
