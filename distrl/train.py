@@ -32,7 +32,7 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None) -> 
     check_env_id(run.env)
     torch.set_num_threads(run.num_torch_threads)
     torch.manual_seed(run.seed)
-    device = learner_device(run.device)
+    device = _device(run.device)
     runners, ray_start_s = _make_runners(config, run)
     obs_space, act_space = (runners.runner.spaces() if isinstance(runners, LocalRunnerGroup)
                             else env_spaces(run.env))
@@ -103,7 +103,7 @@ def _make_runners(config: PPOConfig, run: RunConfig):
     return group, ray_start_s
 
 
-def learner_device(name: str) -> torch.device:
+def _device(name: str) -> torch.device:
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():

@@ -228,13 +228,13 @@ class WeightedAllReduce:
 
 
 def pooled_mean_std(x: np.ndarray, device: torch.device,
-                    reduce: Callable[[torch.Tensor], None] | None = None,
-                    dtype: torch.dtype = torch.float64) -> tuple[float, float]:
+                    reduce: Callable[[torch.Tensor], None] | None = None) -> tuple[float, float]:
     """Mean and (population) std of ``x`` pooled over all ranks, in one all-reduce
     (``reduce``, default torch.distributed's), so advantages are standardized as on the
     pooled batch."""
     x64 = x.astype(np.float64)
-    stats = torch.tensor([x64.sum(), (x64 * x64).sum(), x.size], dtype=dtype, device=device)
+    stats = torch.tensor([x64.sum(), (x64 * x64).sum(), x.size], dtype=torch.float64,
+                         device=device)
     with collective("advantage statistics all_reduce"):
         (reduce or dist.all_reduce)(stats)
     total, total_sq, count = stats.tolist()

@@ -39,7 +39,7 @@ class ShmAllReduce:
 
     def __init__(self, path: str, rank: int, world_size: int, numel: int, peer_pids: list[int],
                  timeout_s: float, create: bool):
-        self.rank, self.world_size, self.numel = rank, world_size, numel
+        self.rank = rank
         self.peer_pids = [p for r, p in enumerate(peer_pids) if r != rank]
         self.timeout_s = timeout_s
         header = 8 * world_size  # one int64 sequence number per rank
@@ -50,7 +50,8 @@ class ShmAllReduce:
         self.op = 0
 
     def __call__(self, flat: torch.Tensor) -> None:
-        """Sum ``flat`` (float32, at most ``numel`` elements) over the ranks, in place."""
+        """Sum ``flat`` (at most ``numel`` elements) over the ranks, in place. The slots
+        are float32: a float64 buffer (the advantage statistics) travels as float32."""
         self.op += 1
         slots = self.slots[self.op % 2, :, : flat.numel()]
         slots[self.rank] = flat.numpy()

@@ -143,13 +143,12 @@ class DDPPOWorker:
         self.snapshot = self.learner_state()  # what rollback() returns to
         t0 = time.perf_counter()
         key = f"finished/{index}"
-        rollout = self.runner.sample(cfg.rollout_fragment_length,
-                                     stop_early=self._preemption(key))
-        self._count(key, 1)
+        stop_early = self._preemption(key)
+        rollout = self.runner.sample(cfg.rollout_fragment_length, stop_early=stop_early)
+        if stop_early is not None:  # only preemption reads the count
+            self._count(key, 1)
         t1 = time.perf_counter()
-        shm = isinstance(self.hook.reduce, ShmAllReduce)  # float32 slots: stats in float32
-        adv_stats = pooled_mean_std(rollout.advantages, self.device, self.hook.reduce,
-                                    torch.float32 if shm else torch.float64)
+        adv_stats = pooled_mean_std(rollout.advantages, self.device, self.hook.reduce)
         batch = PPOBatch.from_rollout(rollout, self.device, adv_stats)
         for group in self.opt.param_groups:
             group["lr"] = cfg.lr_at(env_steps_total)

@@ -29,6 +29,9 @@ def _rank(rank: int, path: str, out: str) -> None:
         x = inputs(rank, op)
         reduce(x)
         results.append(x)
+    stats = torch.tensor([rank + 0.5, 3.0], dtype=torch.float64)  # as pooled_mean_std sends
+    reduce(stats)
+    results.append(stats)
     torch.save(results, f"{out}/rank{rank}.pt")
 
 
@@ -43,6 +46,7 @@ def test_two_ranks_sum_every_op_to_the_same_bits(tmp_path):
     for op in range(OPS):
         assert torch.equal(r0[op], r1[op]), op
         torch.testing.assert_close(r0[op], inputs(0, op) + inputs(1, op))
+    assert r0[OPS].dtype == torch.float64 and r0[OPS].tolist() == [2.0, 6.0]
 
 
 def test_a_dead_peer_is_detected_quickly(tmp_path):
