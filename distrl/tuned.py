@@ -68,7 +68,7 @@ class TunedDDPPO:
 TUNED_DDPPO: dict[str, TunedDDPPO] = {
     # The PPO cartpole entry's update, decentralized: 2 workers x 16 envs x 32 steps = the
     # same 1,024-sample round, each worker's 256-sample minibatch pooled into 512. Seeds
-    # 0-4 reached 475 within 78k-109k env steps (3.3-5.4 s of training on 2 cores).
+    # 0-4 reached 475 within 72k-135k env steps (3.3-5.0 s of training on 2 cores).
     "cartpole": TunedDDPPO(
         env="CartPole-v1",
         config=DDPPOConfig(
