@@ -14,10 +14,10 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "PPOConfig": "distrl.algos.ppo",
     "DDPPOConfig": "distrl.algos.ddppo",
-    "train_ddppo": "distrl.train_ddppo",
+    "train_ddppo": "distrl.train.ddppo",
     "ModelConfig": "distrl.nets",
     "RunConfig": "distrl.config",
-    "train_ppo": "distrl.train",
+    "train_ppo": "distrl.train.ppo",
     "evaluate": "distrl.evaluation",
 }
 __all__ = sorted(_EXPORTS)

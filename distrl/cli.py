@@ -70,13 +70,13 @@ def _train(args: list[str], algo: str) -> None:
     try:
         name, args = _pop_tuned(args)
         if algo == "ppo":
-            from distrl.train import train_ppo
+            from distrl.train.ppo import train_ppo
 
             cli = tyro.cli(TrainPPO, args=args, prog="distrl train ppo",
                            default=_defaults(name, algo))
             result = train_ppo(cli.ppo, cli.run)
         else:
-            from distrl.train_ddppo import train_ddppo
+            from distrl.train.ddppo import train_ddppo
 
             cli = tyro.cli(TrainDDPPO, args=args, prog="distrl train ddppo",
                            default=_defaults(name, algo))

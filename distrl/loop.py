@@ -4,6 +4,7 @@ stop, Ctrl-C), logdirs and checkpoint payloads."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -19,6 +20,9 @@ from distrl.config import RunConfig
 from distrl.metrics import MetricsLogger
 
 WINDOW = 100  # episodes in env/episode_return_mean
+MAX_ENV_STEPS_VAR = "DISTRL_MAX_ENV_STEPS"
+"""Environment variable that caps every run's max_env_steps: smoke-runs a user's
+training script (or the documented examples, in CI) with a tiny budget, unchanged."""
 
 
 @dataclasses.dataclass
@@ -92,9 +96,15 @@ def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
         if run.stop_return is not None and progress.return_mean() >= run.stop_return:
             stopped_by = "stop_return"
             break
-        if progress.env_steps >= run.max_env_steps:
+        if progress.env_steps >= max_env_steps(run):
             break
     return metrics, stopped_by
+
+
+def max_env_steps(run: RunConfig) -> int:
+    """run.max_env_steps, capped by $DISTRL_MAX_ENV_STEPS when set."""
+    cap = os.environ.get(MAX_ENV_STEPS_VAR)
+    return min(run.max_env_steps, int(cap)) if cap else run.max_env_steps
 
 
 def make_logdir(algo: str, run: RunConfig, ckpt: dict[str, Any] | None) -> Path:

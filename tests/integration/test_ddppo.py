@@ -15,7 +15,7 @@ from distrl.env_runner import seed_for
 from distrl.evaluation import evaluate
 from distrl.nets import ActorCritic
 from distrl.runtime.ddppo_workers import DDPPOWorkerGroup
-from distrl.train_ddppo import train_ddppo
+from distrl.train.ddppo import train_ddppo
 from tests.fakes import CrashOnceEnv, broken_in_one_process, counting, slow_in_one_process
 
 SMALL = DDPPOConfig(num_workers=2, num_envs_per_worker=2, rollout_fragment_length=16,

@@ -3,7 +3,7 @@
 import pytest
 
 from distrl.config import RunConfig
-from distrl.train_ddppo import train_ddppo
+from distrl.train.ddppo import train_ddppo
 from distrl.tuned import tuned
 
 pytestmark = pytest.mark.learning

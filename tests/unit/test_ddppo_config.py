@@ -83,7 +83,7 @@ def test_deployment_errors_come_before_any_worker_starts():
     import torch.distributed as dist
 
     from distrl.config import RunConfig
-    from distrl.train_ddppo import train_ddppo
+    from distrl.train.ddppo import train_ddppo
 
     with pytest.raises(ValueError, match=r"driver does no learning.*num_gpus_per_worker"):
         train_ddppo(DDPPOConfig(), RunConfig(device="cuda"))
