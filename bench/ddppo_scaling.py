@@ -68,7 +68,7 @@ def trial(kind: str, workers: int, seed: int) -> dict:
     per_round = cfg.worker_batch_size * workers
     if kind == "to475_ppo":
         t = tuned("cartpole")
-        r = train_ppo(t.ppo_for(2), replace(run, stop_return=TARGET))
+        r = train_ppo(t.for_runners(2), replace(run, stop_return=TARGET))
     elif kind == "to475":
         r = train_ddppo(cfg, replace(run, stop_return=TARGET))
     elif kind == "throughput":

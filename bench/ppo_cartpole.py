@@ -33,7 +33,7 @@ def run_distrl(seed: int, runners: int, logdir: Path) -> dict:
     shutil.rmtree(logdir, ignore_errors=True)  # metrics.jsonl appends: start clean
     t = tuned("cartpole")
     t0 = time.perf_counter()  # 32 sub-envs in total either way
-    r = train_ppo(t.ppo_for(runners), RunConfig(env=t.env, seed=seed, stop_return=TARGET,
+    r = train_ppo(t.for_runners(runners), RunConfig(env=t.env, seed=seed, stop_return=TARGET,
                                                 max_env_steps=300_000, logdir=str(logdir),
                                                 progress=False))
     wall = time.perf_counter() - t0

@@ -6,37 +6,33 @@ share every name: ``--clip-param`` is ``PPOConfig.clip_param``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any, Union
 
 import tyro
 
-from distrl.algos.ddppo import DDPPOConfig
-from distrl.algos.ppo import PPOConfig
 from distrl.config import RunConfig
+from distrl.train import ALGORITHMS
 from distrl.tuned import tuned
 
-USAGE = """usage: distrl train {ppo,ddppo} [--help] [--tuned NAME] [FLAGS]
+USAGE = f"""usage: distrl train {{{",".join(ALGORITHMS)}}} [--help] [--tuned NAME] [FLAGS]
        distrl eval CHECKPOINT [--episodes N] [--seed S]
 """
 
 
-@dataclass(frozen=True)
-class TrainPPO:
-    """Train PPO. Deployment flags and PPO hyperparameters share one flat namespace."""
+def _command(name: str, config_cls: type) -> type:
+    """`distrl train NAME`'s flags: RunConfig and the algorithm's config in one flat
+    namespace."""
+    return dataclasses.make_dataclass(f"Train_{name}", [
+        ("run", Annotated[RunConfig, tyro.conf.OmitArgPrefixes]),
+        ("config", Annotated[config_cls, tyro.conf.OmitArgPrefixes]),
+    ], frozen=True)
 
-    run: Annotated[RunConfig, tyro.conf.OmitArgPrefixes]
-    ppo: Annotated[PPOConfig, tyro.conf.OmitArgPrefixes]
 
-
-@dataclass(frozen=True)
-class TrainDDPPO:
-    """Train DD-PPO: every worker samples and trains; gradients are all-reduced."""
-
-    run: Annotated[RunConfig, tyro.conf.OmitArgPrefixes]
-    ddppo: Annotated[DDPPOConfig, tyro.conf.OmitArgPrefixes]
+COMMANDS = {name: _command(name, a.config) for name, a in ALGORITHMS.items()}
 
 
 @dataclass(frozen=True)
@@ -55,10 +51,8 @@ class Eval:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:2] == ["train", "ppo"]:
-        _train(argv[2:], "ppo")
-    elif argv[:2] == ["train", "ddppo"]:
-        _train(argv[2:], "ddppo")
+    if argv[:1] == ["train"]:
+        _train(argv[1:])
     elif argv[:1] == ["eval"]:
         _eval(argv[1:])
     else:
@@ -66,21 +60,19 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(0 if argv[:1] in (["-h"], ["--help"]) else 2)
 
 
-def _train(args: list[str], algo: str) -> None:
+def _train(args: list[str]) -> None:
     try:
         name, args = _pop_tuned(args)
-        if algo == "ppo":
-            from distrl.train.ppo import train_ppo
-
-            cli = tyro.cli(TrainPPO, args=args, prog="distrl train ppo",
-                           default=_defaults(name, algo))
-            result = train_ppo(cli.ppo, cli.run)
-        else:
-            from distrl.train.ddppo import train_ddppo
-
-            cli = tyro.cli(TrainDDPPO, args=args, prog="distrl train ddppo",
-                           default=_defaults(name, algo))
-            result = train_ddppo(cli.ddppo, cli.run)
+        algo = next((a for a in args if a in ALGORITHMS), None)
+        subcommands = Union[tuple(  # noqa: UP007 (a Union built at run time)
+            Annotated[cmd, tyro.conf.subcommand(n, default=_default(name if n == algo else None,
+                                                                    n, cmd),
+                                                description=ALGORITHMS[n].doc)]
+            for n, cmd in COMMANDS.items())]
+        cli = tyro.cli(subcommands, args=args, prog="distrl train",
+                       config=(tyro.conf.OmitSubcommandPrefixes,))
+        config = _tuned_envs(name, algo, cli.config, args)
+        result = ALGORITHMS[algo].train()(config, cli.run)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         raise SystemExit(f"distrl: error: {err}") from None
     if cli.run.json:
@@ -102,14 +94,23 @@ def _pop_tuned(args: list[str]) -> tuple[str | None, list[str]]:
     return None, args
 
 
-def _defaults(name: str | None, algo: str) -> TrainPPO | TrainDDPPO | None:
+def _default(name: str | None, algo: str, cmd: type) -> Any:
     if name is None:
-        return None
+        return tyro.MISSING_NONPROP
     t = tuned(name, algo)
-    run = RunConfig(env=t.env, stop_return=t.stop_return)
-    if algo == "ddppo":
-        return TrainDDPPO(run=run, ddppo=t.config)
-    return TrainPPO(run=run, ppo=t.ppo_for(PPOConfig().num_env_runners))
+    return cmd(run=RunConfig(env=t.env, stop_return=t.stop_return), config=t.config)
+
+
+def _tuned_envs(name: str | None, algo: str, config: Any, args: list[str]) -> Any:
+    """A tuned entry's sub-envs split over the runner count the flags chose, unless
+    the envs per runner were given too."""
+    if name is None or "--num-envs-per-env-runner" in " ".join(args):
+        return config
+    t = tuned(name, algo)
+    if t.num_envs is None:
+        return config
+    per_runner = t.num_envs // max(config.num_env_runners, 1)
+    return dataclasses.replace(config, num_envs_per_env_runner=per_runner)
 
 
 def _eval(args: list[str]) -> None:

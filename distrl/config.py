@@ -6,12 +6,16 @@ DDPPOConfig.num_workers.
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 import tyro
 
 from distrl.envs import EnvSpec
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -38,14 +42,52 @@ class RunConfig:
     """Learner device; auto picks CUDA when available."""
     num_torch_threads: int = 1
     """Torch intra-op threads of the learner (small nets run fastest on one)."""
+    max_restarts: int = 3
+    """Replacements of a dead or hung actor (env runner, DD-PPO worker) per slot before
+    the run stops with the actor's last error."""
+    actor_timeout_s: float = 600.0
+    """An actor that does not answer a call (one sample, one DD-PPO round) within this
+    is taken for hung: it is killed and replaced like a dead one."""
     json: bool = False
     """Print the final result as one JSON object on the last stdout line."""
     progress: bool = True
     """Show live progress on the terminal (only when stderr is a TTY)."""
 
+    PER_INVOCATION: ClassVar[tuple[str, ...]] = (
+        "resume", "address", "device", "num_torch_threads", "max_restarts", "actor_timeout_s",
+        "json", "progress")
+    """Fields a resumed run takes from the new invocation, never from its checkpoint."""
+
     def __post_init__(self) -> None:
+        if self.max_restarts < 0 or self.actor_timeout_s <= 0:
+            raise ValueError(f"`max_restarts` ({self.max_restarts}) must be >= 0 and "
+                             f"`actor_timeout_s` ({self.actor_timeout_s}) > 0.")
         for name in ("max_env_steps", "num_torch_threads"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"`{name}` ({getattr(self, name)}) must be > 0.")
         if self.checkpoint_every < 0:
             raise ValueError(f"`checkpoint_every` ({self.checkpoint_every}) must be >= 0.")
+
+
+def to_json(config: Any) -> dict[str, Any]:
+    """A config dataclass as JSON-ready data (tuples become lists)."""
+    return dataclasses.asdict(config)
+
+
+def from_json(cls: type[T], data: dict[str, Any]) -> T:
+    """The inverse of to_json: nested config dataclasses rebuilt, lists made tuples."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        value, hint = data[f.name], hints[f.name]
+        if dataclasses.is_dataclass(hint) and isinstance(value, dict):
+            kwargs[f.name] = from_json(hint, value)
+        else:
+            kwargs[f.name] = _tuples(value)
+    return cls(**kwargs)
+
+
+def _tuples(value: Any) -> Any:
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value

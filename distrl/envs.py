@@ -35,8 +35,31 @@ def make_vec_env(env: EnvSpec, num_envs: int) -> gym.vector.VectorEnv:
     if isinstance(env, str):
         spec = gym.spec(env)
         mode = "vector_entry_point" if spec.vector_entry_point is not None else "sync"
-        return gym.make_vec(env, num_envs=num_envs, vectorization_mode=mode)
-    return gym.vector.SyncVectorEnv([env] * num_envs)
+        vec = gym.make_vec(env, num_envs=num_envs, vectorization_mode=mode)
+    else:
+        vec = gym.vector.SyncVectorEnv([env] * num_envs)
+    check_next_step_autoreset(vec, env)
+    return vec
+
+
+def check_next_step_autoreset(vec: gym.vector.VectorEnv, env: EnvSpec) -> None:
+    """Samplers rely on NEXT_STEP autoreset (returns.py): refuse any other mode."""
+    mode = vec.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
+    if mode != gym.vector.AutoresetMode.NEXT_STEP:
+        vec.close()
+        raise ValueError(
+            f"env {env_name(env)!r} makes a vector env with autoreset mode {mode}; distrl "
+            "needs NEXT_STEP (gymnasium's default). Register the env's vector entry point "
+            "with autoreset_mode=AutoresetMode.NEXT_STEP."
+        )
+
+
+def env_name(env: EnvSpec) -> str:
+    """A readable name: the id, or the factory's module:qualname."""
+    if isinstance(env, str):
+        return env
+    qualname = getattr(env, "__qualname__", None)
+    return f"{env.__module__}:{qualname}" if qualname else repr(env)
 
 
 def env_spaces(env: EnvSpec) -> tuple[gym.Space, gym.Space]:

@@ -1,22 +1,29 @@
-"""What every train_* loop shares: progress counters, the outer loop (log, checkpoint,
-stop, Ctrl-C), logdirs and checkpoint payloads."""
+"""The run wiring every train_* shares: resume (configs read from the checkpoint),
+seeding, logdir, progress counters, the outer loop (log, checkpoint, stop, Ctrl-C
+between iterations) and the checkpoint's common components."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import signal
+import sys
+import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
+import gymnasium as gym
 import numpy as np
+import torch
 
-from distrl.checkpoint import save_checkpoint
-from distrl.config import RunConfig
+from distrl.checkpoint import Checkpoint, save_checkpoint, space_to_json
+from distrl.config import RunConfig, from_json, to_json
+from distrl.envs import check_env_id, env_name
 from distrl.metrics import MetricsLogger
 
 WINDOW = 100  # episodes in env/episode_return_mean
@@ -29,7 +36,6 @@ training script (or the documented examples, in CI) with a tiny budget, unchange
 class Progress:
     """Counters that a checkpoint carries across a resume."""
 
-    kl_coeff: float
     iteration: int = 0
     env_steps: int = 0
     episodes: int = 0
@@ -55,22 +61,127 @@ class Progress:
             "env/episode_len_mean": float(np.mean(self.lengths)) if self.lengths else float("nan"),
         }
 
+    def to_json(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "returns": list(self.returns),
+                "lengths": list(self.lengths)}
 
-def drive(run: RunConfig, logdir: Path, progress: Progress, logger: MetricsLogger,
-          iterate: Callable[[], dict[str, Any]], save: Callable[[], Path],
-          close: Callable[[], None], ray_start_s: float) -> dict[str, Any]:
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Progress:
+        return Progress(d["iteration"], d["env_steps"], d["episodes"], d["time_s"],
+                        deque(d["returns"], maxlen=WINDOW), deque(d["lengths"], maxlen=WINDOW))
+
+
+@dataclasses.dataclass
+class Start:
+    """What start_run hands a driver: the configs in force, where to log, and the
+    checkpoint it resumes from (None for a fresh run)."""
+
+    algo: str
+    config: Any
+    run: RunConfig
+    logdir: Path
+    ckpt: Checkpoint | None
+
+    def progress(self) -> Progress:
+        if self.ckpt is None:
+            return Progress()
+        return Progress.from_json(self.ckpt.json("progress", "progress.json")["progress"])
+
+    def algo_state(self) -> dict[str, Any]:
+        """The algorithm's own saved state (PPO: the KL coefficient); {} when fresh."""
+        if self.ckpt is None:
+            return {}
+        return self.ckpt.json("progress", "progress.json")["algo"]
+
+
+def start_run(algo: str, config: Any, run: RunConfig) -> Start:
+    """Read the checkpoint to resume from (its configs win over defaults), check the env,
+    seed torch, set threads and pick the logdir."""
+    ckpt = None
+    if run.resume:
+        ckpt = Checkpoint(run.resume)
+        if ckpt.algo != algo:
+            raise ValueError(
+                f"{str(ckpt.path)!r} is a checkpoint of a {ckpt.algo!r} run, not {algo!r}: "
+                f"resume it with `distrl train {ckpt.algo} --resume {run.resume}`."
+            )
+        config, run = _resumed_configs(ckpt, config, run)
+    check_env_id(run.env)
+    torch.set_num_threads(run.num_torch_threads)
+    torch.manual_seed(run.seed)
+    return Start(algo, config, run, _logdir(algo, run, ckpt), ckpt)
+
+
+def _resumed_configs(ckpt: Checkpoint, config: Any, run: RunConfig) -> tuple[Any, RunConfig]:
+    """The checkpoint's configs, with the fields the caller set (those that differ from
+    the class defaults) applied on top; every applied change is reported."""
+    saved = ckpt.json("run", "config.json")
+    saved_config = from_json(type(config), saved["config"])
+    env = saved["run"]["env"]
+    if env is None:  # a factory env travels in the trusted pickle
+        env = ckpt.trusted("runners", "state.pkl")["env_factory"]
+    saved_run = dataclasses.replace(from_json(RunConfig, {**saved["run"], "env": "x"}), env=env)
+    if env_name(run.env) not in (env_name(RunConfig.env), env_name(env)):
+        raise ValueError(
+            f"a resumed run keeps its env: the checkpoint trained on {env_name(env)!r}, "
+            f"not {env_name(run.env)!r}. Drop --env (env=) to resume, or start a new run."
+        )
+    if config.model != type(config)().model and config.model != saved_config.model:
+        raise ValueError(f"a resumed run keeps its network ({saved_config.model}); "
+                         "drop the model flags or start a new run.")
+    run = _apply_given(saved_run, run, RunConfig(), skip=("env",), keep=RunConfig.PER_INVOCATION)
+    config = _apply_given(saved_config, config, type(config)(), skip=("model",), keep=())
+    return config, run
+
+
+def _apply_given(saved: Any, given: Any, default: Any, skip: tuple[str, ...],
+                 keep: tuple[str, ...]) -> Any:
+    changes = {}
+    for f in dataclasses.fields(saved):
+        value = getattr(given, f.name)
+        if f.name in keep or (f.name not in skip and value != getattr(default, f.name)):
+            changes[f.name] = value
+            if f.name not in keep and value != getattr(saved, f.name):
+                print(f"distrl: resume: {f.name} {getattr(saved, f.name)!r} -> {value!r}",
+                      file=sys.stderr, flush=True)
+    return dataclasses.replace(saved, **changes)
+
+
+def _logdir(algo: str, run: RunConfig, ckpt: Checkpoint | None) -> Path:
+    if run.logdir is not None:
+        return Path(run.logdir)
+    if ckpt is not None:
+        return ckpt.path.parent
+    name = env_name(run.env).replace("/", "_").replace(":", "_")
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{algo}_{name}_{stamp}"
+
+
+def max_env_steps(run: RunConfig) -> int:
+    """run.max_env_steps, capped by $DISTRL_MAX_ENV_STEPS when set."""
+    cap = os.environ.get(MAX_ENV_STEPS_VAR)
+    return min(run.max_env_steps, int(cap)) if cap else run.max_env_steps
+
+
+def drive(start: Start, progress: Progress, iterate: Callable[[], dict[str, Any]],
+          save: Callable[[], Path], close: Callable[[], None],
+          ray_start_s: float) -> dict[str, Any]:
     """Iterate until a stop condition holds, checkpoint, close the workers and the logger;
     returns the last metrics with the checkpoint path and why the run stopped.
 
-    Ctrl-C ends the loop after a checkpoint, so what was learned is kept.
+    Ctrl-C ends the loop after the iteration in progress, then checkpoints, so the
+    checkpoint always holds a completed iteration; a second Ctrl-C aborts at once.
     """
+    logger = None
     try:
-        metrics, stopped_by = _loop(run, progress, logger, iterate, save)
+        logger = MetricsLogger(start.logdir, start.run.progress)
+        metrics, stopped_by = _loop(start.run, progress, logger, iterate, save)
         checkpoint = save()
     finally:
         close()
-        logger.close()
-    return {**metrics, "checkpoint": str(checkpoint), "logdir": str(logdir),
+        if logger is not None:
+            logger.close()
+    return {**metrics, "checkpoint": str(checkpoint), "logdir": str(start.logdir),
             "stopped_by": stopped_by, "ray_start_s": ray_start_s}
 
 
@@ -80,53 +191,77 @@ def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
     stopped_by = "max_env_steps"
     metrics: dict[str, Any] = {}
     tick = time.perf_counter()
-    while True:
-        try:
+    with _interrupt_between_iterations(logger) as interrupted:
+        while True:
             metrics = iterate()
-        except KeyboardInterrupt:
-            stopped_by = "interrupted"
-            break
-        # Wall time of the loop, logging and checkpoints included (not Ray's start-up).
-        now = time.perf_counter()
-        progress.time_s, tick = progress.time_s + now - tick, now
-        metrics["time/total_s"] = progress.time_s
-        logger.log(metrics)
-        if run.checkpoint_every and progress.iteration % run.checkpoint_every == 0:
-            save()
-        if run.stop_return is not None and progress.return_mean() >= run.stop_return:
-            stopped_by = "stop_return"
-            break
-        if progress.env_steps >= max_env_steps(run):
-            break
+            # Wall time of the loop, logging and checkpoints included (not Ray's start-up).
+            now = time.perf_counter()
+            progress.time_s, tick = progress.time_s + now - tick, now
+            metrics["time/total_s"] = progress.time_s
+            logger.log(metrics)
+            if run.checkpoint_every and progress.iteration % run.checkpoint_every == 0:
+                save()
+            if interrupted.is_set():
+                stopped_by = "interrupted"
+                break
+            if run.stop_return is not None and progress.return_mean() >= run.stop_return:
+                stopped_by = "stop_return"
+                break
+            if progress.env_steps >= max_env_steps(run):
+                break
     return metrics, stopped_by
 
 
-def max_env_steps(run: RunConfig) -> int:
-    """run.max_env_steps, capped by $DISTRL_MAX_ENV_STEPS when set."""
-    cap = os.environ.get(MAX_ENV_STEPS_VAR)
-    return min(run.max_env_steps, int(cap)) if cap else run.max_env_steps
+@contextmanager
+def _interrupt_between_iterations(logger: MetricsLogger) -> Iterator[threading.Event]:
+    """The first SIGINT only sets the event the loop checks between iterations."""
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted  # signal handlers can only be set from the main thread
+        return
+
+    def handler(signum, frame):
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+        interrupted.set()
+        logger.info("distrl: Ctrl-C: finishing this iteration, then saving a checkpoint "
+                    "(Ctrl-C again to abort without saving)")
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
-def make_logdir(algo: str, run: RunConfig, ckpt: dict[str, Any] | None) -> Path:
-    if run.logdir is not None:
-        return Path(run.logdir)
-    if ckpt is not None:
-        return Path(ckpt["logdir"])
-    name = run.env if isinstance(run.env, str) else "custom"
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{algo}_{name.replace('/', '_')}_{stamp}"
+def save_run(start: Start, progress: Progress, policy: dict[str, Any],
+             learner: dict[str, Any], runner_states: list[Any],
+             algo_state: dict[str, Any] | None = None) -> Path:
+    """The checkpoint components every algorithm writes; ``policy`` from policy_files()."""
+    run = start.run
+    factory = None if isinstance(run.env, str) else run.env
+    run_json = {**to_json(dataclasses.replace(run, env="x")), "env": None if factory else run.env,
+                "env_name": env_name(run.env)}
+    return save_checkpoint(
+        start.logdir / "checkpoint", start.algo,
+        {"iteration": progress.iteration, "env_steps": progress.env_steps},
+        {
+            "run": {"config.json": {"run": run_json, "config": to_json(start.config)}},
+            "policy": policy,
+            "learner": {"state.pt": learner},
+            "progress": {"progress.json": {"progress": progress.to_json(),
+                                           "algo": algo_state or {}}},
+            "runners": {"state.pkl": {"runner_states": runner_states, "env_factory": factory}},
+        },
+    )
 
 
-def save_run(logdir: Path, algo: str, config: Any, run: RunConfig,
-             **state: Any) -> Path:
-    """Checkpoint ``state`` with what evaluate() and a resume need to rebuild the run."""
-    env_factory = None if isinstance(run.env, str) else cloudpickle.dumps(run.env)
-    payload = {
-        "algo": algo,
-        "config": config,
-        "run_config": dataclasses.replace(run, env="<factory>") if env_factory else run,
-        "env_factory": env_factory,
-        "logdir": str(logdir),
-        **state,
+def policy_files(state_dict: dict[str, torch.Tensor], obs_space: gym.Space,
+                 act_space: gym.Space, model: Any, builder: str = "actor_critic"
+                 ) -> dict[str, Any]:
+    """The weights-only policy component: tensors plus a JSON description."""
+    return {
+        "weights.pt": {k: v.detach().cpu() for k, v in state_dict.items()},
+        "policy.json": {"builder": builder, "obs_space": space_to_json(obs_space),
+                        "act_space": space_to_json(act_space), "model": to_json(model)},
     }
-    return save_checkpoint(logdir / "checkpoint", payload)

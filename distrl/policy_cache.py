@@ -11,13 +11,39 @@ from __future__ import annotations
 
 import warnings
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
+from torch import nn
 
 from distrl.nets import ActorCritic, ModelConfig
+
+Builder = Callable[[gym.Space, gym.Space, Any], nn.Module]
+_BUILDERS: dict[str, Builder] = {"actor_critic": ActorCritic}
+
+
+def register_builder(name: str, fn: Builder) -> None:
+    """Let ``PolicySpec(builder=name)`` build its skeleton as ``fn(obs_space, act_space,
+    model)``. The module's ``forward(obs, params)`` must take its weights from ``params``
+    (state_dict names -> tensors), as ActorCritic's does. The registry is per process:
+    register at import of the module defining ``fn``, and import that module in every
+    process that builds policies (publishers and env runners)."""
+    if _BUILDERS.get(name, fn) is not fn:
+        raise ValueError(f"policy builder {name!r} is already registered ({_BUILDERS[name]!r}); "
+                         "pick another name.")
+    _BUILDERS[name] = fn
+
+
+def builder_for(name: str) -> Builder:
+    """The registered builder; ValueError naming the known ones otherwise."""
+    if name not in _BUILDERS:
+        raise ValueError(f"unknown policy builder {name!r}; known: {sorted(_BUILDERS)}. Add one "
+                         "with register_builder(name, fn), in every process that builds policies.")
+    return _BUILDERS[name]
 
 
 @dataclass(frozen=True)
@@ -25,15 +51,23 @@ class PolicySpec:
     """What a policy id maps to: its spaces and architecture."""
 
     obs_space: gym.Space
+    """Observation space the policy acts on."""
     act_space: gym.Space
-    model: ModelConfig = field(default_factory=ModelConfig)
+    """Action space it acts in."""
+    model: Any = field(default_factory=ModelConfig)
+    """The builder's config, hashable (a frozen dataclass): a ModelConfig for actor_critic."""
+    builder: str = "actor_critic"
+    """Name of the registered builder (register_builder) that makes the module."""
+
+    def __post_init__(self) -> None:
+        builder_for(self.builder)  # an unknown name fails where the spec is written
 
     def key(self) -> tuple:
         """Equal keys share one module skeleton (gym spaces are not hashable)."""
-        return (repr(self.obs_space), repr(self.act_space), self.model)
+        return (self.builder, repr(self.obs_space), repr(self.act_space), self.model)
 
-    def build(self) -> ActorCritic:
-        return ActorCritic(self.obs_space, self.act_space, self.model)
+    def build(self) -> nn.Module:
+        return builder_for(self.builder)(self.obs_space, self.act_space, self.model)
 
 
 @dataclass(frozen=True)
@@ -66,7 +100,7 @@ class FlatLayout:
         if flat.dtype != np.float32 or flat.size != self.size:
             raise ValueError(f"buffer of {flat.size} {flat.dtype} does not fit a layout of "
                              f"{self.size} float32: the policy's spec does not match its weights.")
-        base = readonly_tensor(flat)
+        base = frozen_tensor(flat)
         return {name: base[off : off + int(np.prod(shape))].view(shape)
                 for name, shape, off in zip(self.names, self.shapes, self.offsets, strict=True)}
 
@@ -79,8 +113,25 @@ def readonly_tensor(array: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(array)
 
 
-def flatten_policy(model: ActorCritic) -> np.ndarray:
-    """The flat buffer a publisher puts in the store."""
+def frozen_tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor sharing memory with ``array`` through which nothing can be written.
+
+    ``array`` is the node's one shared copy, read by every runner there, and the mapping
+    Ray gives a reader is writable whatever numpy's flag says; torch.from_numpy ignores
+    that flag. Flagging the tensor's storage (as torch's FakeTensor does) makes every
+    in-place op (add_, zero_, copy_, x[i] = ...) raise RuntimeError ("Cannot access data
+    pointer of Tensor ..."), in or out of inference mode, at no cost to reads and with no
+    copy. Inference tensors would refuse writes only outside inference mode, and runners
+    act inside it. ``.numpy()`` and ``.data_ptr()`` are refused too: read ``array`` or
+    use ``.const_data_ptr()``.
+    """
+    tensor = readonly_tensor(array)
+    torch._C._set_throw_on_mutable_data_ptr(tensor)  # private; in torch since 2.1
+    return tensor
+
+
+def flatten_policy(model: nn.Module) -> np.ndarray:
+    """The flat buffer a publisher hands to the store."""
     return FlatLayout.of(model).flatten(model.state_dict())
 
 
@@ -89,11 +140,16 @@ class CachedPolicy:
     """One policy as a runner acts with it."""
 
     version: int
-    skeleton: ActorCritic
+    """Version of the weights the views show."""
+    skeleton: nn.Module
+    """The architecture's shared module; acts with ``params`` passed in."""
     params: dict[str, torch.Tensor]
-    flat: np.ndarray  # the buffer the views point into; held so it stays mapped
+    """State_dict names -> read-only views of ``flat`` (writes raise RuntimeError)."""
+    flat: np.ndarray
+    """The buffer the views point into; held so that it stays mapped."""
 
-    def __call__(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, obs: torch.Tensor) -> Any:
+        """The skeleton's output: (distribution inputs, values) for actor_critic."""
         return self.skeleton(obs, self.params)
 
 
@@ -105,7 +161,7 @@ class PolicyCache:
             raise ValueError(f"`max_cached_policies` ({max_cached_policies}) must be > 0.")
         self.max_cached_policies = max_cached_policies
         self._policies: OrderedDict[str, CachedPolicy] = OrderedDict()
-        self._skeletons: dict[tuple, tuple[ActorCritic, FlatLayout]] = {}
+        self._skeletons: dict[tuple, tuple[nn.Module, FlatLayout]] = {}
 
     def __contains__(self, policy_id: str) -> bool:
         return policy_id in self._policies
@@ -142,7 +198,7 @@ class PolicyCache:
     def drop(self, policy_id: str) -> None:
         self._policies.pop(policy_id, None)
 
-    def _skeleton(self, spec: PolicySpec) -> tuple[ActorCritic, FlatLayout]:
+    def _skeleton(self, spec: PolicySpec) -> tuple[nn.Module, FlatLayout]:
         key = spec.key()
         if key not in self._skeletons:
             skeleton = spec.build().requires_grad_(False)

@@ -9,6 +9,7 @@ bench/ppo_cartpole.py use exactly what the README's command runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from distrl.algos.ddppo import DDPPOConfig
 from distrl.algos.ppo import PPOConfig
@@ -17,17 +18,19 @@ from distrl.algos.ppo import PPOConfig
 @dataclass(frozen=True)
 class Tuned:
     env: str
-    ppo: PPOConfig
-    num_envs: int
-    """Sub-envs in total: the README's job splits them over 2 env runners."""
+    config: Any
+    """The algorithm's config (PPOConfig, DDPPOConfig, ...)."""
     stop_return: float
     env_step_budget: int
     """Env steps within which the learning test requires stop_return."""
+    num_envs: int | None = None
+    """PPO: sub-envs in total, split over the env runners (for_runners)."""
 
-    def ppo_for(self, num_env_runners: int) -> PPOConfig:
-        """The tuned config with its sub-envs split over ``num_env_runners`` (0: in-process)."""
+    def for_runners(self, num_env_runners: int) -> PPOConfig:
+        """The tuned PPO config with its sub-envs split over ``num_env_runners`` (0:
+        in-process, all of them in the driver)."""
         per_runner = self.num_envs // max(num_env_runners, 1)
-        return replace(self.ppo, num_env_runners=num_env_runners,
+        return replace(self.config, num_env_runners=num_env_runners,
                        num_envs_per_env_runner=per_runner)
 
 
@@ -37,7 +40,7 @@ TUNED: dict[str, Tuned] = {
     # it within 77k-91k env steps (3.2-4.5 s in-process on the reference machine).
     "cartpole": Tuned(
         env="CartPole-v1",
-        ppo=PPOConfig(
+        config=PPOConfig(
             train_batch_size=1024, minibatch_size=512, num_epochs=6, gamma=0.99, lambda_=0.95,
             lr_schedule=((0, 4e-3), (200_000, 4e-4)), use_kl_loss=False,
         ),
@@ -47,7 +50,7 @@ TUNED: dict[str, Tuned] = {
     # local. Seeds 0-2 reached -400 within 101k-113k env steps (about 8 s in-process).
     "pendulum": Tuned(
         env="Pendulum-v1",
-        ppo=PPOConfig(
+        config=PPOConfig(
             train_batch_size=2048, minibatch_size=512, num_epochs=10, lr=1e-3, gamma=0.9,
             lambda_=0.95, use_kl_loss=False,
         ),
@@ -56,20 +59,11 @@ TUNED: dict[str, Tuned] = {
 }
 
 
-@dataclass(frozen=True)
-class TunedDDPPO:
-    env: str
-    config: DDPPOConfig
-    stop_return: float
-    env_step_budget: int
-    """Env steps within which the learning test requires stop_return."""
-
-
-TUNED_DDPPO: dict[str, TunedDDPPO] = {
+TUNED_DDPPO: dict[str, Tuned] = {
     # The PPO cartpole entry's update, decentralized: 2 workers x 16 envs x 32 steps = the
     # same 1,024-sample round, each worker's 256-sample minibatch pooled into 512. Seeds
     # 0-4 reached 475 within 72k-135k env steps (3.3-5.0 s of training on 2 cores).
-    "cartpole": TunedDDPPO(
+    "cartpole": Tuned(
         env="CartPole-v1",
         config=DDPPOConfig(
             num_workers=2, num_envs_per_worker=16, rollout_fragment_length=32,
@@ -81,8 +75,11 @@ TUNED_DDPPO: dict[str, TunedDDPPO] = {
 }
 
 
-def tuned(name: str, algo: str = "ppo") -> Tuned | TunedDDPPO:
-    table = TUNED_DDPPO if algo == "ddppo" else TUNED
+TABLES = {"ppo": TUNED, "ddppo": TUNED_DDPPO}
+
+
+def tuned(name: str, algo: str = "ppo") -> Tuned:
+    table = TABLES.get(algo, {})
     if name not in table:
         raise ValueError(f"no tuned {algo} example {name!r}; choose one of {sorted(table)}.")
     return table[name]

@@ -83,3 +83,49 @@ def broken_in_one_process(token_dir):
             raise RuntimeError("this env cannot start here (test)")
         return CountingEnv(10_000)
     return make
+
+
+class HangOnceEnv(CountingEnv):
+    """Blocks for 10 minutes at step ``at`` in the one process that claims the token (a
+    frozen simulator, a dead socket): only a timeout can notice it."""
+
+    def __init__(self, token_dir, at: int):
+        super().__init__(end=10_000)
+        self.hang_at = at if claim(token_dir) else None
+        self.steps_total = 0
+
+    def step(self, action):
+        self.steps_total += 1
+        if self.steps_total == self.hang_at:
+            time.sleep(600)
+        return super().step(action)
+
+
+def hang_once_in_one_process(token_dir, at: int):
+    def make():
+        return HangOnceEnv(token_dir, at)
+    return make
+
+
+def crash_in_learner_step(token_dir, at: int, end: int = 10_000):
+    """Counting envs; in the one process that claims the token, the ``at``-th gradient
+    step of that process's Learner kills the process before its all-reduce, so its
+    peers have taken at-1 steps of that round when the group fails."""
+    def make():
+        from distrl.learner import Learner
+
+        if claim(token_dir) and not hasattr(Learner, "crash_at"):
+            import os
+
+            original, calls = Learner.step, [0]
+            Learner.crash_at = at
+
+            def step(self, loss, n):
+                calls[0] += 1
+                if calls[0] == at:
+                    os._exit(1)
+                return original(self, loss, n)
+
+            Learner.step = step
+        return CountingEnv(end)
+    return make

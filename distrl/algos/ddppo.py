@@ -68,8 +68,6 @@ class DDPPOConfig(PPOHyperparams):
     """A preempted worker still collects at least this share of its fragment."""
     collective_timeout_s: float = 60.0
     """A collective that waits this long (a dead or frozen peer) fails the round."""
-    max_worker_restarts: int = 3
-    """Replacements per worker slot before the run stops with an error."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -113,8 +111,6 @@ class DDPPOConfig(PPOHyperparams):
                              "(0, 1]; preemption_threshold=1.0 turns preemption off.")
         if self.num_cpus_per_worker < 0 or self.num_gpus_per_worker < 0:
             raise ValueError("`num_cpus_per_worker` and `num_gpus_per_worker` must be >= 0.")
-        if self.max_worker_restarts < 0:
-            raise ValueError(f"`max_worker_restarts` ({self.max_worker_restarts}) must be >= 0.")
 
     @property
     def worker_batch_size(self) -> int:

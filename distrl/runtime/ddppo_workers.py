@@ -1,16 +1,23 @@
 """DD-PPO workers as Ray actors: rendezvous, rounds, straggler preemption, recovery.
 
-Each worker is an EnvRunner plus a full learner (model, Adam) in one torch.distributed
-group. Rank 0 hosts the group's TCPStore on a free port of its node; the store also
-counts the workers that finished collecting, which is how stragglers learn to stop.
+Each worker is an EnvRunner plus a Learner (model, Adam, the all-reduce grad hook) in
+one torch.distributed group. Rank 0 hosts the group's TCPStore on a free port (on
+loopback when every worker shares its node); the store also tells stragglers how many
+workers finished collecting. Everything a worker reads from the store that could
+change what it does (finish marks, peers, the shm path) is signed with a per-run
+secret that travels through Ray, never through the store, so another local user who
+connects to the store can neither force preemptions nor redirect the shared memory.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
+import secrets
+import socket
 import time
-import uuid
-from collections.abc import Callable
+import warnings
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -31,12 +38,13 @@ from distrl.algos.ddppo import (
     workers_to_wait_for,
 )
 from distrl.algos.ppo import ppo_update
-from distrl.algos.shm_allreduce import SHM_DIR, ShmAllReduce, shm_supported
-from distrl.env_runner import EnvRunner
+from distrl.algos.shm_allreduce import ShmAllReduce, ShmUnavailable, shm_supported
+from distrl.config import RunConfig
+from distrl.env_runner import EnvRunner, seed_for
+from distrl.learner import Learner, LearnerState
 from distrl.nets import ActorCritic
+from distrl.runtime.supervisor import Fault, MakeKwargs, Supervisor
 from distrl.types import PPOBatch
-
-LearnerState = dict[str, Any]  # {"model": state_dict, "optimizer": state_dict | None}
 
 
 @dataclass
@@ -58,19 +66,19 @@ class RoundResult:
 class DDPPOWorker:
     """Samples with its own envs and trains its replica; all replicas stay identical."""
 
-    def __init__(self, env, config: DDPPOConfig, seed: int):
+    def __init__(self, env, config: DDPPOConfig, seed: int, secret: bytes):
         torch.set_num_threads(1)  # each worker gets one CPU; small nets run fastest on one
         self.cfg = config
+        self.secret = secret
         self.runner = EnvRunner(env, config.num_envs_per_worker, config.model, config.gamma,
                                 config.gae_lambda, seed)
         self.device = torch.device("cuda" if config.num_gpus_per_worker > 0 else "cpu")
-        self.model = ActorCritic(*self.runner.spaces(), config.model).to(self.device)
+        model = ActorCritic(*self.runner.spaces(), config.model).to(self.device)
         if self.device.type == "cpu":
-            self.runner.model = self.model  # sample with the very weights being trained
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=config.lr_at(0), eps=1e-5,
-                                    fused=True)
-        self.generator = torch.Generator().manual_seed(seed)
-        self.hook = WeightedAllReduce()
+            self.runner.model = model  # sample with the very weights being trained
+        self.learner = Learner(model, config.lr_at(0), config.grad_clip, WeightedAllReduce())
+        # Minibatch shuffling: a stream of its own, apart from the action sampler's.
+        self.generator = torch.Generator().manual_seed(seed_for(seed, 1))
         self.store: dist.TCPStore | None = None
         self.snapshot: LearnerState | None = None
         self.rank, self.world_size = -1, 0
@@ -78,14 +86,23 @@ class DDPPOWorker:
     def ready(self) -> bool:
         return True
 
+    def node_ip(self) -> str:
+        return ray.util.get_node_ip_address()
+
     # --- the process group -------------------------------------------------------------
 
-    def open_store(self, world_size: int) -> tuple[str, int]:
-        """As rank 0: host the group's store on a free port; returns (node IP, port)."""
+    def open_store(self, world_size: int, loopback: bool) -> tuple[str, int]:
+        """As rank 0: host the group's store on a free port, bound to 127.0.0.1 when every
+        worker is on this node; returns (address to join, port)."""
         self.leave()
-        ip = ray.util.get_node_ip_address()
-        self.store = dist.TCPStore(ip, 0, world_size, is_master=True, timeout=self._timeout(),
-                                   wait_for_workers=False)
+        ip = "127.0.0.1" if loopback else ray.util.get_node_ip_address()
+        # TCPStore binds every interface unless handed a socket that is already bound.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1" if loopback else "", 0))
+        sock.listen(128)
+        self.store = dist.TCPStore(ip, sock.getsockname()[1], world_size, is_master=True,
+                                   timeout=self._timeout(), wait_for_workers=False,
+                                   master_listen_fd=sock.detach())
         return ip, self.store.port
 
     def join(self, ip: str, port: int, rank: int, world_size: int) -> None:
@@ -101,32 +118,53 @@ class DDPPOWorker:
                 f"processes, not the {world_size} Ray workers; use backend='gloo' or 'nccl'."
             )
         self.rank, self.world_size = rank, world_size
-        self.hook = WeightedAllReduce(self._node_local_reduce())
+        self.learner.grad_hook = WeightedAllReduce(self._node_local_reduce())
 
     def _node_local_reduce(self) -> ShmAllReduce | None:
-        """A shared-memory gradient sum when every rank is on this node, else None (gloo)."""
-        cfg, store = self.cfg, self.store
-        store.set(f"node/{self.rank}", f"{ray.util.get_node_ip_address()} {os.getpid()}")
-        peers = [store.get(f"node/{r}").decode().split() for r in range(self.world_size)]
+        """A shared-memory gradient sum when every rank is on this node, else None (gloo).
+        Rank 0 publishes the file's path, or "" when /dev/shm has no room for it."""
+        cfg = self.cfg
+        self._signed_set(f"node/{self.rank}", f"{ray.util.get_node_ip_address()} {os.getpid()}")
+        peers = [self._signed_get(f"node/{r}").split() for r in range(self.world_size)]
         if (self.world_size == 1 or not cfg.shm_allreduce or cfg.backend != "gloo"
                 or self.device.type != "cpu" or not shm_supported()
                 or len({ip for ip, _ in peers}) > 1):
             return None
-        numel = sum(p.numel() for p in self.model.parameters()) + 1  # + the sample count
-        path = f"{SHM_DIR}/distrl_ddppo_{os.getpid()}_{uuid.uuid4().hex}"
+        numel = sum(p.numel() for p in self.learner.params) + 1  # + the sample count
+        pids = [int(pid) for _, pid in peers]
+        reduce = None
         if self.rank == 0:
-            reduce = ShmAllReduce(path, 0, self.world_size, numel, [int(p) for _, p in peers],
-                                  cfg.collective_timeout_s, create=True)
-            store.set("shm_path", path)
+            try:
+                reduce = ShmAllReduce.create(self.world_size, numel, pids,
+                                             cfg.collective_timeout_s)
+            except ShmUnavailable as err:
+                warnings.warn(str(err), stacklevel=1)
+            self._signed_set("shm_path", reduce.path if reduce else "")
         else:
-            path = store.get("shm_path").decode()
-            reduce = ShmAllReduce(path, self.rank, self.world_size, numel,
-                                  [int(p) for _, p in peers], cfg.collective_timeout_s,
-                                  create=False)
-        dist.barrier()  # every rank has it mapped: the name can go
-        if self.rank == 0:
-            os.unlink(path)
-        return reduce
+            path = self._signed_get("shm_path")
+            reduce = path and ShmAllReduce.attach(path, self.rank, self.world_size, numel,
+                                                  pids, cfg.collective_timeout_s)
+        try:
+            dist.barrier()  # every rank has it mapped (or knows to use gloo): the name can go
+        finally:
+            if self.rank == 0 and reduce:
+                reduce.unlink()
+        return reduce or None
+
+    def _signed_set(self, key: str, value: str) -> None:
+        with collective("the group's store"):
+            self.store.set(key, f"{self._sign(key, value)} {value}")
+
+    def _signed_get(self, key: str) -> str:
+        """The value a group member set, or CollectiveError when its signature is wrong."""
+        with collective("the group's store"):
+            mac, _, value = self.store.get(key).decode().partition(" ")
+        if not hmac.compare_digest(mac, self._sign(key, value)):
+            raise CollectiveError(f"the group's store holds a forged value for {key!r}")
+        return value
+
+    def _sign(self, key: str, value: str) -> str:
+        return hmac.new(self.secret, f"{key}={value}".encode(), hashlib.sha256).hexdigest()
 
     def leave(self) -> None:
         if dist.is_initialized():
@@ -139,60 +177,59 @@ class DDPPOWorker:
     # --- a round: sample, then minibatch SGD with all-reduced gradients -----------------
 
     def round(self, index: int, env_steps_total: int, send_weights: bool) -> RoundResult:
-        cfg = self.cfg
-        self.snapshot = self.learner_state()  # what rollback() returns to
+        cfg, learner = self.cfg, self.learner
+        self.snapshot = learner.get_state()  # what rollback() returns to
         t0 = time.perf_counter()
-        key = f"finished/{index}"
-        stop_early = self._preemption(key)
+        stop_early = self._preemption(index)
         rollout = self.runner.sample(cfg.rollout_fragment_length, stop_early=stop_early)
-        if stop_early is not None:  # only preemption reads the count
-            self._count(key, 1)
+        if stop_early is not None:  # only preemption reads the marks
+            self._signed_set(f"finished/{index}/{self.rank}", "1")
         t1 = time.perf_counter()
-        adv_stats = pooled_mean_std(rollout.advantages, self.device, self.hook.reduce)
+        hook = learner.grad_hook
+        adv_stats = pooled_mean_std(rollout.advantages, self.device, hook.reduce)
         batch = PPOBatch.from_rollout(rollout, self.device, adv_stats)
-        for group in self.opt.param_groups:
-            group["lr"] = cfg.lr_at(env_steps_total)
-        self.hook.seconds = 0.0
-        learner = ppo_update(self.model, self.opt, batch, cfg, 0.0,
-                             cfg.entropy_coeff_at(env_steps_total), self.generator, self.hook,
-                             cfg.num_minibatches)
-        if self.runner.model is not self.model:  # GPU learner, CPU sampler
-            self.runner.model.load_state_dict(self.model.state_dict())
+        learner.set_lr(cfg.lr_at(env_steps_total))
+        hook.seconds = 0.0
+        metrics = ppo_update(learner, batch, cfg, 0.0, cfg.entropy_coeff_at(env_steps_total),
+                             self.generator, cfg.num_minibatches)
+        if self.runner.model is not learner.model:  # GPU learner, CPU sampler
+            self.runner.model.load_state_dict(learner.model.state_dict())
         return RoundResult(
             env_steps=rollout.env_steps, samples=rollout.size,
             preempted_samples=cfg.worker_batch_size - rollout.size,
             episode_returns=rollout.episode_returns, episode_lengths=rollout.episode_lengths,
-            sample_s=t1 - t0, learn_s=time.perf_counter() - t1, allreduce_s=self.hook.seconds,
-            learner=learner, weights=self.weights() if send_weights else None,
+            sample_s=t1 - t0, learn_s=time.perf_counter() - t1, allreduce_s=hook.seconds,
+            learner=metrics, weights=learner.weights() if send_weights else None,
         )
 
-    def _preemption(self, key: str) -> Preemption | None:
+    def _preemption(self, index: int) -> Preemption | None:
         needed = workers_to_wait_for(self.world_size, self.cfg.preemption_threshold)
         if needed >= self.world_size:
             return None
-        return Preemption(needed, min_steps_per_env(self.cfg), lambda: self._count(key, 0))
+        finished: set[int] = set()
 
-    def _count(self, key: str, finished: int) -> int:
-        """Add to this round's count of finished workers in rank 0's store; returns it."""
-        with collective("the group's store"):
-            return self.store.add(key, finished)
+        def count() -> int:
+            """Finished workers of this round: one store round trip per rank not yet seen."""
+            for r in set(range(self.world_size)) - finished - {self.rank}:
+                key = f"finished/{index}/{r}"
+                with collective("the group's store"):
+                    if not self.store.check([key]):
+                        continue
+                self._signed_get(key)
+                finished.add(r)
+            return len(finished)
 
-    # --- state: weights, learner (model + optimizer), envs --------------------------------
+        return Preemption(needed, min_steps_per_env(self.cfg), count)
 
-    def weights(self) -> dict[str, np.ndarray]:
-        return {k: v.detach().cpu().numpy() for k, v in self.model.state_dict().items()}
+    # --- state: learner (model + optimizer), envs ------------------------------------------
 
     def learner_state(self) -> LearnerState:
-        to_cpu = lambda t: t.detach().to("cpu", copy=True) if torch.is_tensor(t) else t  # noqa: E731
-        return {"model": {k: to_cpu(v) for k, v in self.model.state_dict().items()},
-                "optimizer": _map_tensors(self.opt.state_dict(), to_cpu)}
+        return self.learner.get_state()
 
     def set_learner_state(self, state: LearnerState) -> None:
-        self.model.load_state_dict(state["model"])
-        if self.runner.model is not self.model:
+        self.learner.set_state(state)
+        if self.runner.model is not self.learner.model:
             self.runner.model.load_state_dict(state["model"])
-        if state.get("optimizer") is not None:
-            self.opt.load_state_dict(state["optimizer"])
 
     def rollback(self) -> None:
         """After a failed round: back to the round's start, out of the broken group."""
@@ -200,160 +237,102 @@ class DDPPOWorker:
             self.set_learner_state(self.snapshot)
         self.leave()
 
-    def get_state(self) -> tuple[bytes | None, torch.Tensor]:
+    def get_state(self) -> tuple[Any, torch.Tensor]:
         return self.runner.get_state(), self.generator.get_state()
 
-    def set_state(self, state: tuple[bytes | None, torch.Tensor]) -> None:
+    def set_state(self, state: tuple[Any, torch.Tensor]) -> None:
         self.runner.set_state(state[0])
         self.generator.set_state(state[1])
 
 
-def _map_tensors(tree: Any, fn: Callable[[Any], Any]) -> Any:
-    if isinstance(tree, dict):
-        return {k: _map_tensors(v, fn) for k, v in tree.items()}
-    if isinstance(tree, list | tuple):
-        return type(tree)(_map_tensors(v, fn) for v in tree)
-    return fn(tree)
-
-
 class DDPPOWorkerGroup:
     """The driver's handle on the workers: forms the group, runs rounds, and replaces a
-    worker that dies (the survivors roll back to the round's start, a new worker gets
-    their state, the group re-forms and the round is taken again)."""
+    worker that dies or hangs (the survivors roll back to the round's start, a new
+    worker gets their state, the group re-forms and the round is taken again)."""
 
-    def __init__(self, make_kwargs: Callable[[int, int], dict[str, Any]], cfg: DDPPOConfig,
-                 start_timeout_s: float = 120.0):
+    def __init__(self, make_kwargs: MakeKwargs, cfg: DDPPOConfig, run: RunConfig):
         self.cfg = cfg
-        self._make_kwargs = make_kwargs  # (worker index, restart count) -> DDPPOWorker kwargs
-        self._cls = ray.remote(num_cpus=cfg.num_cpus_per_worker,
-                               num_gpus=cfg.num_gpus_per_worker)(DDPPOWorker)
-        self.start_timeout_s = start_timeout_s
-        self.restarts = [0] * cfg.num_workers
-        self.actors = [self._cls.remote(**make_kwargs(i, 0)) for i in range(cfg.num_workers)]
-        self._await("start", {i: a.ready.remote() for i, a in enumerate(self.actors)})
-        self._form()
+        self.max_retakes = run.max_restarts + 1
+        secret = secrets.token_bytes(32)  # per run; reaches the workers through Ray only
+        self.sup = Supervisor(
+            "ddppo_workers", DDPPOWorker,
+            lambda i, restart: {**make_kwargs(i, restart), "secret": secret},
+            cfg.num_workers, max_restarts=run.max_restarts, call_timeout_s=run.actor_timeout_s,
+            resources={"num_cpus": cfg.num_cpus_per_worker, "num_gpus": cfg.num_gpus_per_worker},
+            group_failure=lambda err: isinstance(err, CollectiveError))
+        try:
+            self._form()
+        except BaseException:
+            self.sup.close()
+            raise
 
     def _form(self) -> None:
-        world = len(self.actors)
-        ip, port = ray.get(self.actors[0].open_store.remote(world))
-        self._await("join the process group",
-                    {r: a.join.remote(ip, port, r, world) for r, a in enumerate(self.actors)})
-
-    def _await(self, what: str, futures: dict[int, ray.ObjectRef]) -> list[Any]:
-        """Every result, or the first worker's error as soon as it comes: a worker that
-        fails to set up must not leave the others waiting for it until a timeout."""
-        index = {f: i for i, f in futures.items()}
-        pending, results = list(futures.values()), {}
-        deadline = time.monotonic() + self.start_timeout_s
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1,
-                                     timeout=max(0.0, deadline - time.monotonic()))
-            if not done:
-                late = sorted(index[f] for f in pending)
-                cpus, gpus = self.cfg.num_cpus_per_worker, self.cfg.num_gpus_per_worker
-                raise RuntimeError(
-                    f"DD-PPO workers {late} did not {what} within {self.start_timeout_s:.0f} s. "
-                    f"Each asks for {cpus} CPU and {gpus} GPU; the cluster has "
-                    f"{ray.cluster_resources()}. Lower num_workers or the per-worker resources."
-                )
-            try:
-                results[index[done[0]]] = ray.get(done[0])
-            except Exception as err:
-                detail = str(_cause(err)).strip()  # a traceback whose last line says why
-                raise RuntimeError(f"DD-PPO worker {index[done[0]]} failed to {what}: "
-                                   f"{detail.splitlines()[-1]}\n\n{detail}") from err
-        return [results[i] for i in sorted(results)]
+        actors = self.sup.actors
+        ips = self.sup.wait_all("report its node", {i: a.node_ip.remote()
+                                                    for i, a in enumerate(actors)})
+        world = len(actors)
+        ip, port = self.sup.wait_all("open the group's store",
+                                     {0: actors[0].open_store.remote(world, len(set(ips)) == 1)})[0]
+        self.sup.wait_all("join the process group",
+                          {r: a.join.remote(ip, port, r, world) for r, a in enumerate(actors)})
 
     def set_learner_state(self, state: LearnerState) -> None:
         ref = ray.put(state)
-        self._await("load the learner state",
-                    {i: a.set_learner_state.remote(ref) for i, a in enumerate(self.actors)})
+        actors = enumerate(self.sup.actors)
+        self.sup.wait_all("load the learner state",
+                          {i: a.set_learner_state.remote(ref) for i, a in actors})
 
     def run_round(self, index: int, env_steps_total: int, send_weights: bool) -> list[RoundResult]:
-        for _attempt in range(self.cfg.max_worker_restarts + 1):
-            futures = [a.round.remote(index, env_steps_total, send_weights and r == 0)
-                       for r, a in enumerate(self.actors)]
-            outcomes, failed = self._settle(futures)
-            if not failed:
-                return outcomes
-            dead = [i for i, e in failed.items() if isinstance(e, ray.exceptions.RayActorError)]
-            self._recover(dead, failed)
-        raise RuntimeError(f"DD-PPO round {index} failed {self.cfg.max_worker_restarts + 1} "
-                           f"times in a row; last errors: {failed}")
+        for _ in range(self.max_retakes):
+            results, faults = self.sup.settle(
+                {r: a.round.remote(index, env_steps_total, send_weights and r == 0)
+                 for r, a in enumerate(self.sup.actors)})
+            if not faults:
+                return [results[r] for r in sorted(results)]
+            self._recover(faults)
+        raise RuntimeError(f"DD-PPO round {index} failed {self.max_retakes} times in a row; "
+                           f"last faults: { {i: f.reason for i, f in faults.items()} }")
 
-    def _settle(self, futures: list[ray.ObjectRef]) -> tuple[list[Any], dict[int, Exception]]:
-        """Every worker's result or error. A worker's own error (a NaN from its env, say)
-        is raised at once; a death or a failed collective is waited out on every worker
-        (the survivors' collectives fail within collective_timeout_s) for recovery."""
-        index = {f: i for i, f in enumerate(futures)}
-        outcomes: list[Any] = [None] * len(futures)
-        pending = list(futures)
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            outcome = outcomes[index[done[0]]] = _outcome(done[0])
-            if isinstance(outcome, Exception) and not _is_group_failure(outcome):
-                raise _cause(outcome)
-        return outcomes, {i: o for i, o in enumerate(outcomes) if isinstance(o, Exception)}
-
-    def _recover(self, dead: list[int], failed: dict[int, Exception]) -> None:
-        print(f"distrl: DD-PPO round failed (dead workers {dead}; errors: "
-              f"{ {i: type(_cause(e)).__name__ for i, e in failed.items()} }); rolling back "
-              "and re-forming the group", flush=True)
-        alive = []
-        for i, a in enumerate(self.actors):
-            if i in dead:
-                continue
-            try:
-                ray.get(a.rollback.remote(), timeout=self.cfg.collective_timeout_s + 30)
-                alive.append(i)
-            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-                dead.append(i)
+    def _recover(self, faults: dict[int, Fault]) -> None:
+        """Survivors return to the round's start and leave the group; the dead and hung
+        are replaced with the survivors' state; the group re-forms."""
+        print(f"distrl: DD-PPO round failed ({ {i: f.reason for i, f in faults.items()} }); "
+              "rolling back and re-forming the group", flush=True)
+        gone = {i: f for i, f in faults.items() if f.replace}
+        alive = [i for i in range(len(self.sup.actors)) if i not in gone]
+        _, rollback_faults = self.sup.settle(
+            {i: self.sup.actors[i].rollback.remote() for i in alive}, raise_own=False)
+        gone.update(rollback_faults)
+        alive = [i for i in alive if i not in rollback_faults]
         if not alive:
             raise RuntimeError(
-                f"all {len(self.actors)} DD-PPO workers died in the same round, so no worker "
-                "holds the last good weights; continue from the last checkpoint with --resume."
+                f"all {len(self.sup.actors)} DD-PPO workers failed in the same round, so no "
+                "worker holds the last good weights; continue from the last checkpoint with "
+                "--resume."
             )
-        state = ray.get(self.actors[alive[0]].learner_state.remote())
-        for i in dead:
-            if self.restarts[i] >= self.cfg.max_worker_restarts:
-                raise RuntimeError(f"DD-PPO worker {i} died {self.restarts[i] + 1} times; giving "
-                                   f"up. Last error: {_cause(failed.get(i, 'unresponsive'))}")
-            self.restarts[i] += 1
-            ray.kill(self.actors[i])
-            self.actors[i] = self._cls.remote(**self._make_kwargs(i, self.restarts[i]))
-            print(f"distrl: DD-PPO worker {i} replaced (restart {self.restarts[i]}/"
-                  f"{self.cfg.max_worker_restarts})", flush=True)
+        state = self.sup.wait_all("send its state",
+                                  {alive[0]: self.sup.actors[alive[0]].learner_state.remote()})[0]
+        for i, fault in gone.items():
+            self.sup.replace(i, fault)
         ref = ray.put(state)
-        self._await("load the survivors' state",
-                    {i: self.actors[i].set_learner_state.remote(ref) for i in dead})
+        self.sup.wait_all("load the survivors' state",
+                          {i: self.sup.actors[i].set_learner_state.remote(ref) for i in gone})
         self._form()
 
     def learner_state(self) -> LearnerState:
-        return ray.get(self.actors[0].learner_state.remote())
+        rank0 = self.sup.actors[0]
+        return self.sup.wait_all("send its state", {0: rank0.learner_state.remote()})[0]
+
+    def metrics(self) -> dict[str, float]:
+        return self.sup.metrics()
 
     def get_states(self) -> list[Any]:
-        return ray.get([a.get_state.remote() for a in self.actors])
+        return self.sup.wait_all("save its state",
+                                 {i: a.get_state.remote() for i, a in enumerate(self.sup.actors)})
 
     def set_states(self, states: list[Any]) -> None:
-        ray.get([a.set_state.remote(s) for a, s in zip(self.actors, states, strict=True)])
+        pairs = enumerate(zip(self.sup.actors, states, strict=True))
+        self.sup.wait_all("load its state", {i: a.set_state.remote(s) for i, (a, s) in pairs})
 
     def close(self) -> None:
-        for a in self.actors:
-            ray.kill(a)
-
-
-def _outcome(future: ray.ObjectRef) -> Any:
-    try:
-        return ray.get(future)
-    except Exception as err:  # sorted out by the caller
-        return err
-
-
-def _is_group_failure(err: Exception) -> bool:
-    """A dead worker, or a collective or store that failed because of one."""
-    return isinstance(err, ray.exceptions.RayActorError) or isinstance(_cause(err), CollectiveError)
-
-
-def _cause(err: Any) -> Any:
-    """The worker's own exception inside Ray's wrapper."""
-    return getattr(err, "cause", None) or err
+        self.sup.close()

@@ -5,7 +5,9 @@ Ray keeps one shared-memory copy of an object per node that reads it, and runner
 it without copying (distrl.policy_cache), so a league of P policies costs each node P
 buffers, not P x runners (RLlib issue #21459). The store on the publisher's node is the
 head: publishes go to it, and it forwards them to the other nodes' stores, which it
-creates on demand, pinned to their node, when a runner there first asks.
+creates on demand, pinned to their node, when a runner there first asks. The head owns
+every weight object (they outlive their publisher) and there is one head per Ray
+namespace, so runs sharing a cluster do not see each other's policies.
 Model: Sample Factory's ParameterServer and its "is it newer?" check.
 """
 
@@ -19,7 +21,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from distrl.policy_cache import CachedPolicy, PolicyCache, PolicySpec
 
-NAMESPACE = "distrl"
+HEAD_NAME = "distrl_policy_store_head"
 Entry = tuple[int, list[ray.ObjectRef], PolicySpec]  # (version, [weights ref], spec)
 
 
@@ -28,28 +30,44 @@ class PolicyStore:
     """Versions and weight refs of every policy; a ref is boxed in a list so that Ray
     passes the reference itself instead of fetching the weights into this actor."""
 
-    def __init__(self, entries: dict[str, Entry] | None = None):
+    def __init__(self, entries: dict[str, Entry] | None = None,
+                 removed: dict[str, int] | None = None):
         self._entries: dict[str, Entry] = dict(entries or {})
+        # Tombstones: the last version of each removed id, so that an id published again
+        # goes on rising and a runner still holding an old version sees the new one as newer.
+        self._removed: dict[str, int] = dict(removed or {})
         self._followers: dict[str, Any] = {}  # node id -> store, for the head only
 
-    def publish(self, policy_id: str, weights: list[ray.ObjectRef], spec: PolicySpec,
+    def publish(self, policy_id: str, flat: np.ndarray, spec: PolicySpec,
                 version: int | None = None) -> int:
-        """Record new weights; returns their version (the previous one + 1 by default)."""
-        current = self._entries.get(policy_id, (-1, None, None))[0]
-        version = current + 1 if version is None else version
-        if version <= current:
-            raise ValueError(f"version {version} of policy {policy_id!r} is not newer than "
-                             f"{current}: versions only rise.")
-        self._entries[policy_id] = (version, weights, spec)
+        """Own a copy of new weights; returns their version (the last one + 1 by default).
+
+        The store puts the weights itself because Ray frees an object when its owner dies,
+        and a publisher (a learner) may die while its frozen snapshots still play in the
+        league; Ray >= 2.56 cannot hand an object to another owner (ray.put's ``_owner``
+        is gone). A large ``flat`` reaches this call through shared memory and is freed
+        when it returns, leaving one copy, the store's; its publisher keeps none.
+        """
+        version = self._next_version(policy_id, version)  # refuse before putting
+        return self.replicate(policy_id, [ray.put(flat)], spec, version)
+
+    def replicate(self, policy_id: str, weights: list[ray.ObjectRef], spec: PolicySpec,
+                  version: int) -> int:
+        """Record weights the head owns (the head's own publish, and its followers')."""
+        self._entries[policy_id] = (self._next_version(policy_id, version), weights, spec)
+        self._removed.pop(policy_id, None)
         # Wait for the other nodes' stores, so that a returned version is visible on every
         # node (they never call back into the head, so this cannot deadlock).
-        ray.get([s.publish.remote(policy_id, weights, spec, version)
+        ray.get([s.replicate.remote(policy_id, weights, spec, version)
                  for s in self._followers.values()])
         return version
 
     def remove(self, policy_id: str) -> None:
-        """Forget a policy; its weights are freed once no runner holds a view of them."""
-        self._entries.pop(policy_id, None)
+        """Forget a policy but not its version; its weights are freed once no runner holds a
+        view of them."""
+        entry = self._entries.pop(policy_id, None)
+        if entry is not None:
+            self._removed[policy_id] = entry[0]
         ray.get([s.remove.remote(policy_id) for s in self._followers.values()])
 
     def versions(self, policy_ids: list[str] | None = None) -> dict[str, int]:
@@ -59,6 +77,17 @@ class PolicyStore:
 
     def latest(self, policy_ids: list[str]) -> dict[str, Entry]:
         return {pid: self._entries[pid] for pid in policy_ids if pid in self._entries}
+
+    def _next_version(self, policy_id: str, version: int | None) -> int:
+        """``version``, or the last one + 1, checked to be above every earlier version of
+        the id, removed ones included."""
+        last = self._entries[policy_id][0] if policy_id in self._entries else (
+            self._removed.get(policy_id, -1))
+        version = last + 1 if version is None else version
+        if version <= last:
+            raise ValueError(f"version {version} of policy {policy_id!r} is not newer than "
+                             f"{last}: versions only rise.")
+        return version
 
     def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()
@@ -70,22 +99,29 @@ class PolicyStore:
         if node_id not in self._followers:
             self._followers[node_id] = PolicyStore.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-            ).remote(self._entries)
+            ).remote(self._entries, self._removed)
         return self._followers[node_id]
 
 
 def head_store() -> Any:
-    """The head store on this process's node (one per cluster namespace), made if needed."""
-    node_id = ray.get_runtime_context().get_node_id()
+    """The head store of the current Ray namespace, made on this process's node if needed.
+
+    One head per namespace, not per cluster: a driver and the actors it creates share its
+    job's namespace (init_ray gives each run its own; a bare ray.init() an anonymous one),
+    so two runs on one cluster never see or overwrite each other's policies. Drivers that
+    should share a league pass the same ``ray.init(namespace=...)``.
+    """
+    context = ray.get_runtime_context()
     return PolicyStore.options(
-        name="distrl_policy_store_head", namespace=NAMESPACE, get_if_exists=True,
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+        name=HEAD_NAME, namespace=context.namespace, get_if_exists=True,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(context.get_node_id(), soft=False),
     ).remote()
 
 
 def publish(head: Any, policy_id: str, flat: np.ndarray, spec: PolicySpec) -> int:
-    """Put the weights once and record them; returns the new version."""
-    return ray.get(head.publish.remote(policy_id, [ray.put(flat)], spec))
+    """Hand the weights to the head store, which owns them from then on (they outlive
+    this process: frozen league snapshots of a learner that died); returns the version."""
+    return ray.get(head.publish.remote(policy_id, flat, spec))
 
 
 class PolicyReader:

@@ -8,33 +8,29 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 import torch.distributed as dist
 
 from distrl.algos.ddppo import DDPPOConfig
-from distrl.checkpoint import load_checkpoint
 from distrl.config import RunConfig
 from distrl.env_runner import seed_for
-from distrl.envs import check_env_id, env_spaces
-from distrl.loop import Progress, drive, make_logdir, save_run
-from distrl.metrics import MetricsLogger
+from distrl.envs import env_spaces
+from distrl.loop import Progress, drive, policy_files, save_run, start_run
 from distrl.nets import ActorCritic
 from distrl.policy_cache import readonly_tensor
 
 
 def train_ddppo(config: DDPPOConfig | None = None,
                 run: RunConfig | None = None) -> dict[str, Any]:
-    """Train DD-PPO until a stop condition holds; returns the final metrics and checkpoint."""
-    config, run = config or DDPPOConfig(), run or RunConfig()
-    ckpt = load_checkpoint(run.resume) if run.resume else None
-    if ckpt is not None:
-        config = ckpt["config"]  # a resumed run keeps its hyperparameters and worker count
+    """Train DD-PPO until a stop condition holds; returns the final metrics and checkpoint.
+
+    With ``run.resume`` the configs come from the checkpoint (see train_ppo).
+    """
+    start = start_run("ddppo", config or DDPPOConfig(), run or RunConfig())
+    config, run = start.config, start.run
     _check_deployment(config, run)
-    check_env_id(run.env)
-    torch.set_num_threads(run.num_torch_threads)
-    torch.manual_seed(run.seed)
+    obs_space, act_space = env_spaces(run.env)
     # The driver's copy: the initial weights every worker starts from, then rank 0's.
-    model = ActorCritic(*env_spaces(run.env), config.model)
+    model = ActorCritic(obs_space, act_space, config.model)
     from distrl.runtime.ddppo_workers import DDPPOWorkerGroup
     from distrl.runtime.ray_runners import init_ray
 
@@ -43,18 +39,17 @@ def train_ddppo(config: DDPPOConfig | None = None,
     def kwargs(index: int, restart: int) -> dict[str, Any]:
         return dict(env=run.env, config=config, seed=seed_for(run.seed, index, restart))
 
-    group = DDPPOWorkerGroup(kwargs, config)
-    progress = Progress(kl_coeff=0.0)
-    logdir = make_logdir("ddppo", run, ckpt)
+    group = DDPPOWorkerGroup(kwargs, config, run)
+    progress = start.progress()
     try:
-        if ckpt is None:
+        if start.ckpt is None:
             group.set_learner_state({"model": model.state_dict(), "optimizer": None})
         else:
-            model.load_state_dict(ckpt["model"])
-            group.set_learner_state({"model": ckpt["model"], "optimizer": ckpt["optimizer"]})
-            group.set_states(ckpt["worker_states"])
-            progress = ckpt["progress"]
-        logger = MetricsLogger(logdir, run.progress)
+            weights = start.ckpt.tensors("policy", "weights.pt")
+            model.load_state_dict(weights)
+            optimizer = start.ckpt.tensors("learner", "state.pt")["optimizer"]
+            group.set_learner_state({"model": weights, "optimizer": optimizer})
+            group.set_states(start.ckpt.trusted("runners", "state.pkl")["runner_states"])
     except BaseException:
         group.close()
         raise
@@ -64,11 +59,11 @@ def train_ddppo(config: DDPPOConfig | None = None,
 
     def save() -> Path:
         state = group.learner_state()
-        return save_run(logdir, "ddppo", config, run, model=state["model"],
-                        optimizer=state["optimizer"], progress=progress,
-                        worker_states=group.get_states())
+        return save_run(start, progress,
+                        policy_files(state["model"], obs_space, act_space, config.model),
+                        {"optimizer": state["optimizer"]}, group.get_states())
 
-    return drive(run, logdir, progress, logger, iterate, save, group.close, ray_start_s)
+    return drive(start, progress, iterate, save, group.close, ray_start_s)
 
 
 def _round(config: DDPPOConfig, group, model: ActorCritic, p: Progress) -> dict[str, Any]:
@@ -86,7 +81,7 @@ def _round(config: DDPPOConfig, group, model: ActorCritic, p: Progress) -> dict[
         "time/sample_s": max(r.sample_s for r in results),
         "time/learn_s": max(r.learn_s for r in results),
         "env/steps_per_s": env_steps / wall,
-        "env/runner_restarts": sum(group.restarts),
+        **group.metrics(),
         **{f"learner/{k}": v for k, v in learner.items()},
         "learner/kl_coeff": 0.0,
         "learner/lr": lr,

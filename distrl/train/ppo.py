@@ -1,4 +1,4 @@
-"""train_ppo: sample with env runners, update one learner in the driver, repeat.
+"""train_ppo: sample with env runners, update one Learner in the driver, repeat.
 
 The loop is the same in-process (num_env_runners=0, no Ray imported) and on Ray; only
 the runner group differs.
@@ -13,78 +13,81 @@ from typing import Any
 import torch
 
 from distrl.algos.ppo import PPOConfig, ppo_update, update_kl_coeff
-from distrl.checkpoint import load_checkpoint
 from distrl.config import RunConfig
 from distrl.env_runner import EnvRunner, LocalRunnerGroup, seed_for
-from distrl.envs import check_env_id, env_spaces
-from distrl.loop import Progress, drive, make_logdir, save_run
-from distrl.metrics import MetricsLogger
+from distrl.envs import env_spaces
+from distrl.learner import Learner
+from distrl.loop import Progress, Start, drive, policy_files, save_run, start_run
 from distrl.nets import ActorCritic
 from distrl.types import PPOBatch, Rollout
 
 
 def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None) -> dict[str, Any]:
-    """Train PPO until a stop condition holds; returns the final metrics and checkpoint path."""
-    config, run = config or PPOConfig(), run or RunConfig()
-    ckpt = load_checkpoint(run.resume) if run.resume else None
-    if ckpt is not None:
-        config = ckpt["config"]  # a resumed run keeps its hyperparameters and runner count
-    check_env_id(run.env)
-    torch.set_num_threads(run.num_torch_threads)
-    torch.manual_seed(run.seed)
+    """Train PPO until a stop condition holds; returns the final metrics and checkpoint path.
+
+    With ``run.resume`` the configs come from the checkpoint; fields set here that
+    differ from the defaults change them (each change is reported).
+    """
+    start = start_run("ppo", config or PPOConfig(), run or RunConfig())
+    config, run = start.config, start.run
     device = _device(run.device)
     runners, ray_start_s = _make_runners(config, run)
-    obs_space, act_space = (runners.runner.spaces() if isinstance(runners, LocalRunnerGroup)
-                            else env_spaces(run.env))
-    model = ActorCritic(obs_space, act_space, config.model).to(device)
-    # fused: one kernel for all parameters; on small nets the per-tensor loop dominates.
-    opt = torch.optim.Adam(model.parameters(), lr=config.lr_at(0), eps=1e-5, fused=True)
-    progress = Progress(kl_coeff=config.kl_coeff)
-    generator = torch.Generator().manual_seed(run.seed)
-    logdir = make_logdir("ppo", run, ckpt)
-    if ckpt is not None:
-        progress = _restore(ckpt, model, opt, generator, runners)
-    logger = MetricsLogger(logdir, run.progress)
+    try:
+        obs_space, act_space = (runners.runner.spaces() if isinstance(runners, LocalRunnerGroup)
+                                else env_spaces(run.env))
+        model = ActorCritic(obs_space, act_space, config.model).to(device)
+        learner = Learner(model, config.lr_at(0), config.grad_clip)
+        generator = torch.Generator().manual_seed(run.seed)  # minibatch shuffling
+        progress = start.progress()
+        kl_coeff = start.algo_state().get("kl_coeff", config.kl_coeff)
+        if start.ckpt is not None:
+            _restore(start, learner, generator, runners)
+    except BaseException:
+        runners.close()
+        raise
 
     def iterate() -> dict[str, Any]:
-        return _iteration(config, model, opt, runners, progress, generator, device)
+        nonlocal kl_coeff
+        metrics, kl_coeff = _iteration(config, learner, runners, progress, kl_coeff, generator,
+                                       device)
+        return metrics
 
     def save() -> Path:
-        return save_run(logdir, "ppo", config, run, model=model.state_dict(),
-                        optimizer=opt.state_dict(), progress=progress,
-                        generator=generator.get_state(), runner_states=runners.get_states())
+        return save_run(start, progress,
+                        policy_files(model.state_dict(), obs_space, act_space, config.model),
+                        {"optimizer": learner.get_state()["optimizer"],
+                         "generator": generator.get_state()},
+                        runners.get_states(), {"kl_coeff": kl_coeff})
 
-    return drive(run, logdir, progress, logger, iterate, save, runners.close, ray_start_s)
+    return drive(start, progress, iterate, save, runners.close, ray_start_s)
 
 
-def _iteration(config: PPOConfig, model: ActorCritic, opt: torch.optim.Optimizer, runners,
-               p: Progress, generator: torch.Generator, device: torch.device) -> dict[str, Any]:
+def _iteration(config: PPOConfig, learner: Learner, runners, p: Progress, kl_coeff: float,
+               generator: torch.Generator, device: torch.device) -> tuple[dict[str, Any], float]:
     t0 = time.perf_counter()
-    weights = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
-    rollout = Rollout.concat(runners.sample(weights, p.iteration, config.fragment_length()))
+    rollout = Rollout.concat(runners.sample(learner.weights(), p.iteration,
+                                            config.fragment_length()))
     t1 = time.perf_counter()
     lr = config.lr_at(p.env_steps)
     entropy_coeff = config.entropy_coeff_at(p.env_steps)
-    for group in opt.param_groups:
-        group["lr"] = lr
+    learner.set_lr(lr)
     batch = PPOBatch.from_rollout(rollout, device)
-    learner = ppo_update(model, opt, batch, config, p.kl_coeff, entropy_coeff, generator)
-    kl_coeff_used = p.kl_coeff
-    if config.use_kl_loss:
-        p.kl_coeff = update_kl_coeff(p.kl_coeff, learner["kl"], config.kl_target)
+    metrics = ppo_update(learner, batch, config, kl_coeff, entropy_coeff, generator)
+    new_kl_coeff = (update_kl_coeff(kl_coeff, metrics["kl"], config.kl_target)
+                    if config.use_kl_loss else kl_coeff)
     t2 = time.perf_counter()
     return {
         **p.add(rollout.env_steps, rollout.episode_returns, rollout.episode_lengths),
         "time/sample_s": t1 - t0,
         "time/learn_s": t2 - t1,
         "env/steps_per_s": rollout.env_steps / (t2 - t0),
-        "env/runner_restarts": sum(runners.restarts),
-        **{f"learner/{k}": v for k, v in learner.items()},
-        "learner/kl_coeff": kl_coeff_used,
+        **runners.metrics(),
+        **{f"learner/{k}": v for k, v in metrics.items()},
+        "learner/kl_coeff": kl_coeff,
         "learner/lr": lr,
         "learner/entropy_coeff": entropy_coeff,
         "learner/batch_size": len(batch),
-    }
+    }, new_kl_coeff
 
 
 def _make_runners(config: PPOConfig, run: RunConfig):
@@ -99,7 +102,7 @@ def _make_runners(config: PPOConfig, run: RunConfig):
 
     cpus = config.num_env_runners * config.num_cpus_per_env_runner
     ray_start_s = init_ray(run.address, cpus)
-    group = RayRunnerGroup(kwargs, config.num_env_runners, config.num_cpus_per_env_runner)
+    group = RayRunnerGroup(kwargs, config.num_env_runners, config.num_cpus_per_env_runner, run)
     return group, ray_start_s
 
 
@@ -111,10 +114,15 @@ def _device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _restore(ckpt: dict[str, Any], model: ActorCritic, opt: torch.optim.Optimizer,
-             generator: torch.Generator, runners) -> Progress:
-    model.load_state_dict(ckpt["model"])
-    opt.load_state_dict(ckpt["optimizer"])
-    generator.set_state(ckpt["generator"])
-    runners.set_states(ckpt["runner_states"])
-    return ckpt["progress"]
+def _restore(start: Start, learner: Learner, generator: torch.Generator, runners) -> None:
+    ckpt = start.ckpt
+    state = ckpt.tensors("learner", "state.pt")
+    learner.set_state({"model": ckpt.tensors("policy", "weights.pt"),
+                       "optimizer": state["optimizer"]})
+    generator.set_state(state["generator"])
+    runner_states = ckpt.trusted("runners", "state.pkl")["runner_states"]
+    if len(runner_states) == max(start.config.num_env_runners, 1):
+        runners.set_states(runner_states)
+    else:
+        print(f"distrl: resume: {len(runner_states)} saved runner states for a different "
+              "runner count; the runners start fresh episodes", flush=True)

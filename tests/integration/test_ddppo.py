@@ -9,21 +9,28 @@ import pytest
 import torch
 
 from distrl.algos.ddppo import DDPPOConfig
-from distrl.checkpoint import load_checkpoint
+from distrl.checkpoint import Checkpoint
 from distrl.config import RunConfig
 from distrl.env_runner import seed_for
 from distrl.evaluation import evaluate
 from distrl.nets import ActorCritic
 from distrl.runtime.ddppo_workers import DDPPOWorkerGroup
 from distrl.train.ddppo import train_ddppo
-from tests.fakes import CrashOnceEnv, broken_in_one_process, counting, slow_in_one_process
+from tests.fakes import (
+    broken_in_one_process,
+    counting,
+    crash_in_learner_step,
+    hang_once_in_one_process,
+    slow_in_one_process,
+)
 
 SMALL = DDPPOConfig(num_workers=2, num_envs_per_worker=2, rollout_fragment_length=16,
                     minibatch_size=8, num_epochs=2, collective_timeout_s=20.0)
 
 
-def make_group(env, cfg=SMALL) -> DDPPOWorkerGroup:
-    group = DDPPOWorkerGroup(lambda i, r: dict(env=env, config=cfg, seed=seed_for(0, i, r)), cfg)
+def make_group(env, cfg=SMALL, run=None) -> DDPPOWorkerGroup:
+    group = DDPPOWorkerGroup(lambda i, r: dict(env=env, config=cfg, seed=seed_for(0, i, r)), cfg,
+                             run or RunConfig())
     torch.manual_seed(0)
     model = ActorCritic(*group_spaces(env), cfg.model)
     group.set_learner_state({"model": model.state_dict(), "optimizer": None})
@@ -36,10 +43,18 @@ def group_spaces(env):
     return env_spaces(env)
 
 
-def replica_weights(group) -> list[dict[str, np.ndarray]]:
+def learner_states(group) -> list[dict]:
     import ray
 
-    return ray.get([a.weights.remote() for a in group.actors])
+    return ray.get([a.learner_state.remote() for a in group.sup.actors])
+
+
+def replica_weights(group) -> list[dict[str, np.ndarray]]:
+    return [{k: v.numpy() for k, v in s["model"].items()} for s in learner_states(group)]
+
+
+def adam_steps(state: dict) -> list[float]:
+    return [float(s["step"]) for s in state["optimizer"]["state"].values()]
 
 
 def assert_identical(weights: list[dict[str, np.ndarray]]) -> None:
@@ -91,25 +106,47 @@ def test_straggler_is_preempted_and_round_time_bounded(ray_local, tmp_path):
     assert timings["on"] < 0.6 * timings["off"], timings
 
 
-def test_killed_worker_is_replaced_and_replicas_agree(ray_local, tmp_path, capfd):
-    # The claiming worker's process dies (os._exit) 20 env steps into round 1.
-    token = str(tmp_path)
-    group = make_group(lambda: CrashOnceEnv(token, at=20))
+def test_a_worker_killed_mid_update_is_replaced_and_survivors_roll_back(ray_local, tmp_path,
+                                                                      capfd):
+    # SMALL: 32 samples / 8 per minibatch x 2 epochs = 8 gradient steps per round. The
+    # claiming worker dies at its 11th step (3rd of round 1), after the survivor has taken
+    # 2 steps of that round: those must be undone before the round is taken again.
+    group = make_group(crash_in_learner_step(str(tmp_path), at=11))
     try:
         results = [group.run_round(i, i * 64, send_weights=False) for i in range(4)]
-        weights = replica_weights(group)
-        restarts = list(group.restarts)
+        states = learner_states(group)
+        restarts = list(group.sup.restarts)
     finally:
         group.close()
     assert sorted(restarts) == [0, 1]
     assert all(len(r) == 2 for r in results)
-    assert_identical(weights)
+    assert_identical([{k: v.numpy() for k, v in s["model"].items()} for s in states])
+    for state in states:  # 4 rounds x 8 steps: no step of the failed attempt survives
+        assert adam_steps(state) == [32.0] * len(adam_steps(state))
     assert "replaced (restart 1/3)" in capfd.readouterr().out
+
+
+def test_a_hung_worker_is_named_and_replaced(ray_local, tmp_path, capfd):
+    # One worker's env blocks at its 40th step (round 1); the survivor's collective fails
+    # after 3 s, the hung worker is killed after 6 s and replaced, the round retaken.
+    cfg = replace(SMALL, collective_timeout_s=3.0)
+    group = make_group(hang_once_in_one_process(str(tmp_path), at=40), cfg,
+                       RunConfig(actor_timeout_s=6.0))
+    try:
+        results = [group.run_round(i, i * 64, send_weights=False) for i in range(3)]
+        metrics = group.metrics()
+        weights = replica_weights(group)
+    finally:
+        group.close()
+    assert metrics == {"faults/restarts/ddppo_workers": 1}
+    assert all(len(r) == 2 for r in results)
+    assert_identical(weights)
+    assert "hung: no answer within 6 s; replaced" in capfd.readouterr().out
 
 
 def test_worker_that_cannot_start_fails_fast_with_its_message(ray_local, tmp_path):
     t0 = time.perf_counter()
-    with pytest.raises(RuntimeError, match=r"DD-PPO worker [01] failed to start: .*cannot start"):
+    with pytest.raises(RuntimeError, match=r"ddppo_workers [01] failed to start: .*cannot start"):
         make_group(broken_in_one_process(str(tmp_path)))
     assert time.perf_counter() - t0 < SMALL.collective_timeout_s  # no wait for a timeout
 
@@ -123,22 +160,24 @@ def test_nan_from_an_env_is_raised_at_once(ray_local, tmp_path):
 
 
 def test_checkpoint_resumes_exactly_and_evaluates(ray_local, tmp_path):
-    def run(logdir, steps, resume=None):
-        return train_ddppo(SMALL, RunConfig(env="CartPole-v1", logdir=str(logdir),
-                                            max_env_steps=steps, progress=False, resume=resume))
-
-    straight = run(tmp_path / "a", 256)
-    run(tmp_path / "b", 128)
-    resumed = run(tmp_path / "b", 256, resume=str(tmp_path / "b"))
+    # A non-default env: the resumed run must take it from the checkpoint, not the default.
+    straight = train_ddppo(SMALL, RunConfig(env="Acrobot-v1", logdir=str(tmp_path / "a"),
+                                            max_env_steps=256, progress=False))
+    train_ddppo(SMALL, RunConfig(env="Acrobot-v1", logdir=str(tmp_path / "b"), max_env_steps=128,
+                                 progress=False))
+    resumed = train_ddppo(SMALL, RunConfig(resume=str(tmp_path / "b"), max_env_steps=256,
+                                           progress=False))
     assert resumed["iteration"] == straight["iteration"] == 4
     assert resumed["env/steps_total"] == straight["env/steps_total"]
-    a, b = load_checkpoint(tmp_path / "a"), load_checkpoint(tmp_path / "b")
-    for k in a["model"]:
-        assert torch.equal(a["model"][k], b["model"][k]), k
+    a, b = (Checkpoint(tmp_path / d).tensors("policy", "weights.pt") for d in "ab")
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert a["pi.0.weight"].shape[1] == 6  # Acrobot's observation
     rows = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in rows] == [1, 2, 3, 4]
     for key in ("ddppo/preempted_steps", "ddppo/allreduce_s", "ddppo/world_size",
-                "env/episode_return_mean", "learner/policy_loss", "learner/batch_size"):
+                "env/episode_return_mean", "learner/policy_loss", "learner/batch_size",
+                "faults/restarts/ddppo_workers"):
         assert key in rows[-1], key
     assert rows[-1]["ddppo/world_size"] == 2 and rows[-1]["learner/batch_size"] == 64
     assert len(evaluate(tmp_path / "b", episodes=3)) == 3

@@ -1,7 +1,11 @@
 """PolicyStore on one node: versions, newest weights, one shared copy, freeing."""
 
+import json
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -71,6 +75,30 @@ class Probe:
             self.reader.policy(pid)
         return len(self.reader.cache)
 
+    def write_through(self, policy_id):
+        """Try in-place writes on a view, in and out of inference mode: what each raised."""
+        view = self.reader.policy(policy_id).params["pi.0.weight"]
+        raised = []
+        for mode in (torch.inference_mode, torch.no_grad):
+            for write in (lambda: view.add_(1.0), view.zero_, lambda: view.copy_(view + 1)):
+                try:
+                    with mode():
+                        write()
+                    raised.append(None)
+                except RuntimeError as e:
+                    raised.append(type(e).__name__)
+        return raised
+
+
+@ray.remote(num_cpus=0)
+class Publisher:
+    """A stand-in learner: publishes a fresh model, returns (version, reference output)."""
+
+    def publish(self, head, policy_id, seed):
+        torch.manual_seed(seed)
+        model = SPEC.build()
+        return publish(head, policy_id, flatten_policy(model), SPEC), reference_output(model)
+
 
 def plasma_objects() -> int:
     from ray._private.internal_api import memory_summary  # no public API for this count
@@ -132,7 +160,7 @@ def test_versions_only_rise(head):
     flat = flatten_policy(SPEC.build())
     assert [publish(head, "v", flat, SPEC) for _ in range(3)] == [0, 1, 2]
     with pytest.raises(ValueError, match="versions only rise"):
-        ray.get(head.publish.remote("v", [ray.put(flat)], SPEC, 1))
+        ray.get(head.publish.remote("v", flat, SPEC, 1))
     assert ray.get(head.versions.remote(["v", "unknown"])) == {"v": 2}
 
 
@@ -163,3 +191,62 @@ def test_removing_a_policy_frees_its_object(head):
     assert wait_for(lambda: plasma_objects() == baseline)  # reference counts settle async
     with pytest.raises(ray.exceptions.RayTaskError, match="not in the policy store"):
         ray.get(probe.act.remote("gone"))
+
+
+def test_a_removed_id_published_again_keeps_rising(head):
+    probe = Probe.remote(head)
+    torch.manual_seed(2)
+    old, new = SPEC.build(), SPEC.build()
+    assert [publish(head, "again", flatten_policy(old), SPEC) for _ in range(3)] == [0, 1, 2]
+    assert ray.get(probe.act.remote("again"))[0] == 2  # the runner caches version 2
+    ray.get(head.remove.remote("again"))  # ... and does not refresh before the re-publish
+    assert publish(head, "again", flatten_policy(new), SPEC) == 3
+    assert ray.get(probe.refresh.remote(["again"])) == {"again": 3}
+    version, out = ray.get(probe.act.remote("again"))
+    assert version == 3
+    np.testing.assert_allclose(out, reference_output(new), rtol=1e-6, atol=1e-6)
+
+
+def test_weights_outlive_their_publisher(head):
+    publisher = Publisher.remote()
+    version, expected = ray.get(publisher.publish.remote(head, "orphan", 3))
+    ray.kill(publisher)
+    with pytest.raises(ray.exceptions.RayActorError):  # returns once the death is known
+        ray.get(publisher.publish.remote(head, "orphan", 4))
+    assert ray.get(Probe.remote(head).act.remote("orphan"))[0] == version
+    np.testing.assert_allclose(ray.get(Probe.remote(head).act.remote("orphan"))[1], expected,
+                               rtol=1e-6, atol=1e-6)
+
+
+def test_a_runner_cannot_write_through_to_the_shared_copy(head):
+    model = SPEC.build()
+    publish(head, "readonly", flatten_policy(model), SPEC)
+    vandal, victim = Probe.remote(head), Probe.remote(head)
+    raised = ray.get(vandal.write_through.remote("readonly"))
+    _, out = ray.get(victim.act.remote("readonly"))  # maps the very same pages
+    assert ray.get(vandal.backing.remote("readonly")) == ray.get(victim.backing.remote("readonly"))
+    np.testing.assert_allclose(out, reference_output(model), rtol=1e-6, atol=1e-6)
+    assert raised == ["RuntimeError"] * 6
+
+
+OTHER_RUN = """
+import json, sys
+import gymnasium as gym, numpy as np, ray
+from distrl.policy_cache import PolicySpec, flatten_policy
+from distrl.runtime.policy_store import head_store, publish
+ray.init(address=sys.argv[1], namespace="distrl-other-run", log_to_driver=False)
+spec = PolicySpec(gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))
+head = head_store()
+publish(head, "theirs", flatten_policy(spec.build()), spec)
+print(json.dumps(ray.get(head.versions.remote())))
+"""
+
+
+def test_each_namespace_has_its_own_head_store(head):
+    publish(head, "ours", flatten_policy(SPEC.build()), SPEC)
+    other = subprocess.run(  # another run's driver, joining this cluster
+        [sys.executable, "-c", OTHER_RUN, ray.get_runtime_context().gcs_address],
+        capture_output=True, text=True, timeout=180, cwd=Path(__file__).parents[2])
+    assert other.returncode == 0, other.stderr[-3000:]
+    assert json.loads(other.stdout.strip().splitlines()[-1]) == {"theirs": 0}
+    assert "theirs" not in ray.get(head.versions.remote()) and head_store() == head

@@ -7,7 +7,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from distrl.policy_cache import flatten_policy
 from distrl.runtime.policy_store import head_store, publish
-from tests.integration.test_policy_store import SPEC, Probe, reference_output
+from tests.integration.test_policy_store import SPEC, Probe, Publisher, reference_output
 
 
 @pytest.fixture(scope="module")
@@ -49,3 +49,17 @@ def test_each_node_reads_through_its_own_store_and_copy(two_nodes):
     # A new version published on the head reaches the far node through its store.
     publish(head, "p", flatten_policy(SPEC.build()), SPEC)
     assert ray.get(far.refresh.remote(["p"])) == {"p": 1}
+
+
+def test_weights_published_on_a_far_node_outlive_their_publisher(two_nodes):
+    head_node, other_node = two_nodes
+    head = head_store()
+    publisher = Publisher.options(scheduling_strategy=on(other_node)).remote()
+    version, expected = ray.get(publisher.publish.remote(head, "far", 5))
+    ray.kill(publisher)
+    with pytest.raises(ray.exceptions.RayActorError):  # returns once the death is known
+        ray.get(publisher.publish.remote(head, "far", 6))
+    near = Probe.options(scheduling_strategy=on(head_node)).remote(head)
+    got, out = ray.get(near.act.remote("far"))
+    assert got == version
+    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)

@@ -1,6 +1,7 @@
 """Env runners as Ray actors: batch sizes, weight versions, restarts, errors."""
 
 import json
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -11,14 +12,14 @@ from distrl import PPOConfig, RunConfig, train_ppo
 from distrl.env_runner import seed_for
 from distrl.nets import ActorCritic, ModelConfig
 from distrl.runtime.ray_runners import RayRunnerGroup
-from tests.fakes import counting
+from tests.fakes import counting, hang_once_in_one_process
 
 
-def group(env="CartPole-v1", n=2, envs=4):
+def group(env="CartPole-v1", n=2, envs=4, run=None):
     def kwargs(i, restart):
         return dict(env=env, num_envs=envs, model=ModelConfig(), gamma=0.99, lambda_=0.95,
                     seed=seed_for(0, i, restart))
-    return RayRunnerGroup(kwargs, n, num_cpus=1)
+    return RayRunnerGroup(kwargs, n, num_cpus=1, run=run or RunConfig())
 
 
 def driver_model(seed):
@@ -60,10 +61,11 @@ def test_a_killed_runner_is_restarted_and_its_sample_retaken(ray_local):
     g = group()
     w = weights_of(driver_model(0))
     g.sample(w, 0, steps_per_env=4)
-    ray_local.kill(g.actors[0])
+    ray_local.kill(g.sup.actors[0])
     rollouts = g.sample(w, 1, steps_per_env=4)
     assert [r.size for r in rollouts] == [16, 16]
-    assert g.restarts == [1, 0]
+    assert g.sup.restarts == [1, 0]
+    assert g.metrics() == {"faults/restarts/env_runners": 1}
     assert rollouts[0].weights_version == 1  # the new actor got the current weights
     g.close()
 
@@ -74,3 +76,35 @@ def test_runner_errors_reach_the_driver(ray_local):
         g.sample(weights_of(ActorCritic(gym.spaces.Box(-np.inf, np.inf, (1,)),
                                         gym.spaces.Discrete(2), ModelConfig())), 0, 4)
     g.close()
+
+
+def test_a_hung_runner_is_named_replaced_and_its_sample_retaken(ray_local, tmp_path, capfd):
+    # One runner's env blocks for 10 minutes at its 20th step; the call times out after 4 s.
+    g = group(env=hang_once_in_one_process(str(tmp_path), at=20), n=2, envs=1,
+              run=RunConfig(actor_timeout_s=4.0))
+    w = weights_of(ActorCritic(gym.spaces.Box(-np.inf, np.inf, (1,)), gym.spaces.Discrete(2),
+                               ModelConfig()))
+    try:
+        t0 = time.perf_counter()
+        rollouts = g.sample(w, 0, steps_per_env=40)
+        elapsed = time.perf_counter() - t0
+        restarts = list(g.sup.restarts)
+    finally:
+        g.close()
+    assert [r.size for r in rollouts] == [40, 40]
+    assert sorted(restarts) == [0, 1]
+    assert 4.0 <= elapsed < 30.0
+    assert "hung: no answer within 4 s; replaced (restart 1/3)" in capfd.readouterr().out
+
+
+def test_a_runner_that_keeps_dying_stops_the_run_after_max_restarts(ray_local):
+    g = group(n=1, run=RunConfig(max_restarts=1))
+    w = weights_of(driver_model(0))
+    try:
+        ray_local.kill(g.sup.actors[0])
+        g.sample(w, 0, steps_per_env=4)  # replaced once
+        ray_local.kill(g.sup.actors[0])
+        with pytest.raises(RuntimeError, match=r"env_runners 0 died.*max_restarts=1"):
+            g.sample(w, 1, steps_per_env=4)
+    finally:
+        g.close()

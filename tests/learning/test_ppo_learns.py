@@ -14,7 +14,7 @@ pytestmark = pytest.mark.learning
 @pytest.mark.parametrize("name", ["cartpole", "pendulum"])
 def test_tuned_example_reaches_its_return_within_budget(name, tmp_path):
     t = tuned(name)
-    result = train_ppo(t.ppo_for(0), RunConfig(
+    result = train_ppo(t.for_runners(0), RunConfig(
         env=t.env, seed=0, stop_return=t.stop_return, max_env_steps=t.env_step_budget,
         logdir=str(tmp_path), progress=False,
     ))

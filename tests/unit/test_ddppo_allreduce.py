@@ -1,15 +1,20 @@
-"""DD-PPO's gradient hook on 2 local gloo processes (torch.multiprocessing, no Ray)."""
+"""DD-PPO's gradient hook on 2 local processes (torch.multiprocessing, no Ray), summing
+through gloo or through the node-local shared-memory all-reduce."""
 
+import os
 import socket
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from distrl.algos.ddppo import DDPPOConfig, WeightedAllReduce, pooled_mean_std
 from distrl.algos.ppo import ppo_update
+from distrl.algos.shm_allreduce import ShmAllReduce, shm_supported
+from distrl.learner import Learner
 from distrl.nets import ActorCritic, Categorical
 from distrl.types import PPOBatch, Rollout
 
@@ -42,39 +47,59 @@ def shard(rank: int) -> Rollout:
                    adv + values.numpy(), np.zeros(0), np.zeros(0, np.int64), n, 0)
 
 
-def fresh_learner() -> tuple[ActorCritic, torch.optim.Adam]:
+def fresh_learner(grad_hook: WeightedAllReduce | None = None) -> Learner:
     torch.manual_seed(0)
-    model = ActorCritic(OBS, ACT, CFG.model)
-    return model, torch.optim.Adam(model.parameters(), lr=CFG.lr, eps=1e-5)
+    return Learner(ActorCritic(OBS, ACT, CFG.model), CFG.lr, CFG.grad_clip, grad_hook)
 
 
-def _worker(rank: int, port: int, out: str) -> None:
+def numel() -> int:
+    """Elements of the gradient buffer: the model's parameters and the sample count."""
+    return sum(p.numel() for p in fresh_learner().params) + 1
+
+
+def _worker(rank: int, port: int, shm_path: str, out: str) -> None:
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=2)
+    if shm_path:
+        reduce = ShmAllReduce.attach(shm_path, rank, 2, numel(), [os.getppid()] * 2, 30.0)
+    else:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=2)
+        reduce = None  # torch.distributed's all_reduce
     # 1. The hook alone on hand-made gradients.
     p = torch.nn.Parameter(torch.zeros(3))
     p.grad = torch.tensor([1.0, 2.0, 3.0]) * (rank + 1)
     unused = torch.nn.Parameter(torch.zeros(2))  # no grad on this rank
-    WeightedAllReduce()([p, unused], n=SIZES[rank])
+    WeightedAllReduce(reduce)([p, unused], n=SIZES[rank])
     # 2. A whole DD-PPO update on this rank's shard.
     rollout = shard(rank)
-    stats = pooled_mean_std(rollout.advantages, torch.device("cpu"))
-    model, opt = fresh_learner()
-    ppo_update(model, opt, PPOBatch.from_rollout(rollout, adv_mean_std=stats), CFG, 0.0,
-               0.01, grad_hook=WeightedAllReduce(), num_minibatches=MINIBATCHES)
+    stats = pooled_mean_std(rollout.advantages, torch.device("cpu"), reduce)
+    learner = fresh_learner(WeightedAllReduce(reduce))
+    ppo_update(learner, PPOBatch.from_rollout(rollout, adv_mean_std=stats), CFG, 0.0, 0.01,
+               num_minibatches=MINIBATCHES)
     torch.save({"grad": p.grad, "unused": unused.grad, "stats": stats,
-                "params": model.state_dict()}, f"{out}/rank{rank}.pt")
-    dist.destroy_process_group()
+                "params": learner.model.state_dict()}, f"{out}/rank{rank}.pt")
+    if not shm_path:
+        dist.destroy_process_group()
 
 
-def run_two_ranks(tmp_path) -> list[dict]:
-    mp.spawn(_worker, args=(free_port(), str(tmp_path)), nprocs=2, join=True)
+def run_two_ranks(tmp_path, sum_with: str) -> list[dict]:
+    shm = ShmAllReduce.create(2, numel(), [], 1.0, directory=str(tmp_path)) \
+        if sum_with == "shm" else None
+    try:
+        mp.spawn(_worker, args=(free_port(), shm.path if shm else "", str(tmp_path)), nprocs=2)
+    finally:
+        if shm:
+            shm.unlink()
     return [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
 
 
-def test_hook_equals_weighted_mean_and_pooled_update(tmp_path):
-    r0, r1 = run_two_ranks(tmp_path)
+@pytest.mark.parametrize("sum_with", [
+    "gloo",
+    pytest.param("shm", marks=pytest.mark.skipif(not shm_supported(), reason="x86-64 Linux")),
+])
+def test_hook_equals_weighted_mean_and_pooled_update(tmp_path, sum_with):
+    """With shm, the float64 advantage statistics must come back exact (rtol 1e-9)."""
+    r0, r1 = run_two_ranks(tmp_path, sum_with)
     base = torch.tensor([1.0, 2.0, 3.0])
     expected = (SIZES[0] * base * 1 + SIZES[1] * base * 2) / sum(SIZES)
     torch.testing.assert_close(r0["grad"], expected)
@@ -93,9 +118,9 @@ def test_hook_equals_weighted_mean_and_pooled_update(tmp_path):
     pooled = Rollout(*(getattr(pooled, f)[order] for f in (
         "obs", "actions", "logp", "dist_inputs", "values", "advantages", "value_targets")),
         np.zeros(0), np.zeros(0, np.int64), sum(SIZES), 0)
-    model, opt = fresh_learner()
-    ppo_update(model, opt, PPOBatch.from_rollout(pooled), CFG, 0.0, 0.01,
+    learner = fresh_learner()
+    ppo_update(learner, PPOBatch.from_rollout(pooled), CFG, 0.0, 0.01,
                num_minibatches=MINIBATCHES)
-    for k, v in model.state_dict().items():
+    for k, v in learner.model.state_dict().items():
         assert torch.equal(r0["params"][k], r1["params"][k]), f"{k}: ranks differ"
         torch.testing.assert_close(r0["params"][k], v, rtol=1e-5, atol=1e-6)

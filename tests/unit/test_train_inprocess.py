@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from distrl import PPOConfig, RunConfig, evaluate, train_ppo
-from distrl.checkpoint import load_checkpoint
+from distrl.checkpoint import Checkpoint
 from tests.fakes import counting
 
 SMALL = PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=2, num_env_runners=0,
@@ -30,7 +30,7 @@ def test_metrics_jsonl_and_tensorboard(tmp_path):
         assert key in rows[-1], key
     assert all(r["learner/batch_size"] == 64 for r in rows)
     assert list(tmp_path.glob("events.out.tfevents.*"))
-    assert Path(result["checkpoint"], "checkpoint.pt").is_file()
+    assert Path(result["checkpoint"], "manifest.json").is_file()
 
 
 def test_resume_continues_exactly(tmp_path):
@@ -39,8 +39,8 @@ def test_resume_continues_exactly(tmp_path):
     resumed = train_ppo(SMALL, run(tmp_path / "b", max_env_steps=256, resume=str(tmp_path / "b")))
     assert resumed["iteration"] == straight["iteration"]
     assert resumed["env/steps_total"] == straight["env/steps_total"]
-    a = load_checkpoint(tmp_path / "a")["model"]
-    b = load_checkpoint(tmp_path / "b")["model"]
+    a = Checkpoint(tmp_path / "a").tensors("policy", "weights.pt")
+    b = Checkpoint(tmp_path / "b").tensors("policy", "weights.pt")
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
     rows = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
@@ -51,7 +51,7 @@ def test_stop_return_and_evaluate_a_factory_env(tmp_path):
     # Every episode of the counting env returns 3, so the stop return is met at once.
     result = train_ppo(SMALL, run(tmp_path, env=counting(end=3), stop_return=3.0))
     assert result["stopped_by"] == "stop_return" and result["iteration"] == 1
-    assert evaluate(result["checkpoint"], episodes=5) == [3.0] * 5
+    assert evaluate(result["checkpoint"], episodes=5, env=counting(end=3)) == [3.0] * 5
 
 
 def test_evaluate_errors(tmp_path):

@@ -1,0 +1,126 @@
+"""Supervisor: one group of actors of one class (env runners, DD-PPO workers, and next
+Ape-X actors and replay shards, league learners). It starts them, waits on every call
+with a timeout, and replaces an actor that died or hung, up to ``max_restarts`` per
+slot; ``faults/restarts/<group>`` counts the replacements.
+
+An actor's own error (a NaN from its env, a bad config) is raised at once in the
+driver: restarting would only repeat it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+
+MakeKwargs = Callable[[int, int], dict[str, Any]]  # (slot, restart count) -> constructor kwargs
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Why a call got no result."""
+
+    reason: str  # one line for a person: "died: ...", "hung: ...", or the error's last line
+    replace: bool  # the actor is dead or hung; False: it is alive and raised
+    detail: str = ""  # the actor's own traceback, when it raised
+
+
+class Supervisor:
+    """Actors of one class, one per slot, each replaced when it dies or hangs."""
+
+    def __init__(self, name: str, cls: type, make_kwargs: MakeKwargs, size: int, *,
+                 max_restarts: int, call_timeout_s: float, resources: dict[str, float],
+                 start_timeout_s: float = 120.0,
+                 group_failure: Callable[[Exception], bool] | None = None):
+        self.name = name
+        self.max_restarts = max_restarts
+        self.call_timeout_s = call_timeout_s
+        self.resources = resources
+        # An error that is the group's, not the actor's own (DD-PPO: a failed collective).
+        self._group_failure = group_failure or (lambda err: False)
+        self._remote = ray.remote(**resources)(cls)
+        self._make_kwargs = make_kwargs
+        self.restarts = [0] * size
+        self.actors = [self._remote.remote(**make_kwargs(i, 0)) for i in range(size)]
+        try:
+            self.wait_all("start", {i: a.ready.remote() for i, a in enumerate(self.actors)},
+                          start_timeout_s)
+        except BaseException:
+            self.close()
+            raise
+
+    def wait_all(self, what: str, futures: dict[int, ray.ObjectRef],
+                 timeout_s: float | None = None) -> list[Any]:
+        """Every result, or at once the first error or timeout, naming the actor: an actor
+        that fails to set up must not leave the others waiting for it."""
+        results, faults = self.settle(futures, timeout_s, raise_own=False, fail_fast=True)
+        if faults:
+            i, fault = min(faults.items())
+            detail = f"\n\n{fault.detail}" if fault.detail else (
+                f" Each asks for {self.resources}; the cluster has "
+                f"{ray.cluster_resources()}. Lower the count or the per-actor resources.")
+            raise RuntimeError(f"{self.name} {i} failed to {what}: {fault.reason}{detail}")
+        return [results[i] for i in sorted(results)]
+
+    def settle(self, futures: dict[int, ray.ObjectRef], timeout_s: float | None = None,
+               raise_own: bool = True, fail_fast: bool = False
+               ) -> tuple[dict[int, Any], dict[int, Fault]]:
+        """Results, and a Fault for each actor that died, hung past the timeout, or
+        reported a group failure. An actor's own error is raised at once (raise_own)
+        or reported as a Fault; fail_fast returns at the first Fault."""
+        timeout_s = self.call_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        slot = {f: i for i, f in futures.items()}
+        pending, results, faults = list(futures.values()), {}, {}
+        while pending and not (fail_fast and faults):
+            done, pending = ray.wait(pending, num_returns=1,
+                                     timeout=max(0.0, deadline - time.monotonic()))
+            if not done:
+                for f in pending:
+                    faults[slot[f]] = Fault(f"hung: no answer within {timeout_s:g} s", True)
+                break
+            i = slot[done[0]]
+            try:
+                results[i] = ray.get(done[0])
+            except ray.exceptions.RayActorError as err:
+                faults[i] = Fault(f"died: {_last_line(err)}", True)
+            except Exception as err:
+                own = cause(err)
+                if raise_own and not self._group_failure(own):
+                    raise own from None
+                faults[i] = Fault(_last_line(own), False, str(own).strip())
+        return results, faults
+
+    def replace(self, i: int, fault: Fault) -> Any:
+        """Kill slot ``i``'s actor and start a new one (fresh seed); raises after
+        max_restarts replacements of this slot."""
+        if self.restarts[i] >= self.max_restarts:
+            raise RuntimeError(
+                f"{self.name} {i} {fault.reason}; it was already replaced "
+                f"{self.restarts[i]} times (max_restarts={self.max_restarts}), giving up.")
+        self.restarts[i] += 1
+        ray.kill(self.actors[i])
+        self.actors[i] = self._remote.remote(**self._make_kwargs(i, self.restarts[i]))
+        print(f"distrl: {self.name} {i} {fault.reason}; replaced "
+              f"(restart {self.restarts[i]}/{self.max_restarts})", flush=True)
+        return self.actors[i]
+
+    def metrics(self) -> dict[str, float]:
+        return {f"faults/restarts/{self.name}": sum(self.restarts)}
+
+    def close(self) -> None:
+        for a in self.actors:
+            ray.kill(a)
+
+
+def cause(err: Any) -> Any:
+    """The actor's own exception inside Ray's wrapper."""
+    return getattr(err, "cause", None) or err
+
+
+def _last_line(err: Any) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[-1] if lines else type(err).__name__
