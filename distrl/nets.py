@@ -126,6 +126,12 @@ def check_spaces(obs_space: gym.Space, act_space: gym.Space) -> None:
         )
 
 
+def discrete_start(space: gym.Space) -> int:
+    """The value of index 0 of a Discrete space (gymnasium's ``start``; 0 otherwise):
+    networks see index = value - start, envs get value = index + start."""
+    return int(space.start) if isinstance(space, gym.spaces.Discrete) else 0
+
+
 def _init(layer: nn.Linear, gain: float) -> nn.Linear:
     # Orthogonal init with small policy-head gain: the standard PPO recipe
     # (Andrychowicz et al. 2020, arXiv 2006.05990) that makes early updates stable.
@@ -150,12 +156,14 @@ class ActorCritic(nn.Module):
         super().__init__()
         check_spaces(obs_space, act_space)
         self.discrete_obs = isinstance(obs_space, gym.spaces.Discrete)
+        # Discrete(n, start) observations take values start..start+n-1; one_hot needs 0..n-1.
+        self.obs_start = discrete_start(obs_space)
         self.obs_dim = int(obs_space.n) if self.discrete_obs else int(np.prod(obs_space.shape))
         self.dist: Distribution = (
             Categorical if isinstance(act_space, gym.spaces.Discrete) else DiagGaussian
         )
         n_out = int(act_space.n) if self.dist is Categorical else int(act_space.shape[0])
-        self.act = torch.tanh if cfg.activation == "tanh" else torch.relu
+        self.activation = torch.tanh if cfg.activation == "tanh" else torch.relu
         sizes = [self.obs_dim, *cfg.hiddens]
         if cfg.vf_share_layers:
             self.shared = _layers(sizes[:-1], sizes[-1], math.sqrt(2))
@@ -180,11 +188,16 @@ class ActorCritic(nn.Module):
         self._cache_params()
         return out
 
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        out = super().load_state_dict(state_dict, strict=strict, assign=assign)
+        self._cache_params()  # assign=True replaces the parameter objects themselves
+        return out
+
     def _mlp(self, params: list, x: torch.Tensor, last_act: bool) -> torch.Tensor:
         for i, (w, b) in enumerate(params):
             x = F.linear(x, w, b)
             if last_act or i < len(params) - 1:
-                x = self.act(x)
+                x = self.activation(x)
         return x
 
     def forward(self, obs: torch.Tensor, params: dict[str, torch.Tensor] | None = None
@@ -196,7 +209,10 @@ class ActorCritic(nn.Module):
         elsewhere, e.g. as views of shared memory (distrl.policy_cache).
         """
         if self.discrete_obs:
-            x = F.one_hot(obs.long().reshape(-1), self.obs_dim).float()
+            index = obs.long().reshape(-1)
+            if self.obs_start:
+                index = index - self.obs_start
+            x = F.one_hot(index, self.obs_dim).float()
         else:
             x = obs.reshape(obs.shape[0], -1).float()
         if params is None:
@@ -209,3 +225,11 @@ class ActorCritic(nn.Module):
         if log_std is not None:
             out = torch.cat([out, log_std.expand_as(out)], dim=-1)
         return out, self._mlp(vf, h, last_act=False).squeeze(-1)
+
+    def act(self, obs: torch.Tensor, generator: torch.Generator | None
+            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Sampled actions and what PPO's post-processing keeps (sampling.Policy)."""
+        dist_inputs, values = self(obs)
+        actions = self.dist.sample(dist_inputs, generator)
+        logp = self.dist.log_prob(dist_inputs, actions)
+        return actions, {"logp": logp, "dist_inputs": dist_inputs, "values": values}

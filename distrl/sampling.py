@@ -53,7 +53,7 @@ class Trajectory:
 
     def first_valid(self, x: np.ndarray) -> np.ndarray:
         """``x [T, N, ...]`` at each env's first ``steps_per_env`` valid rows, flattened
-        env-major to ``[steps_per_env * N, ...]``."""
+        time-major to ``[steps_per_env * N, ...]``."""
         # A stable sort of ~valid keeps time order within each env.
         rows = np.argsort(~self.valid, axis=0, kind="stable")[: self.steps_per_env]
         cols = np.broadcast_to(np.arange(self.valid.shape[1]), rows.shape)

@@ -6,19 +6,17 @@ that RLlib users feel at home; defaults are chosen for fast, robust learning.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import numbers
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 import torch
 import tyro
-from torch import nn
 
-from distrl.nets import ActorCritic, ModelConfig
-from distrl.schedules import schedule_value, validate_schedule
+from distrl.learner import Learner
+from distrl.nets import ModelConfig
+from distrl.schedules import ScheduleT, schedule_value, validate_schedule
 from distrl.types import PPOBatch
-
-ScheduleT = tuple[tuple[float, float], ...]
 
 
 @dataclass(frozen=True)
@@ -74,14 +72,23 @@ class PPOHyperparams:
                 "only a value function can estimate the return past the cut. Keep "
                 "use_critic=True (set use_gae=False for lambda=1 advantages)."
             )
-        if isinstance(self.entropy_coeff, tuple):
-            validate_schedule(self.entropy_coeff, "entropy_coeff")
-            if any(v < 0 for _, v in self.entropy_coeff):
+        # Lists (Python, JSON) become tuples of floats: the frozen config stays hashable
+        # and equal to the same schedule written as tuples.
+        if isinstance(self.entropy_coeff, numbers.Real):
+            if self.entropy_coeff < 0:
+                raise ValueError(f"`entropy_coeff` ({self.entropy_coeff}) must be >= 0.0.")
+        else:
+            sched = validate_schedule(self.entropy_coeff, "entropy_coeff")
+            object.__setattr__(self, "entropy_coeff", sched)
+            if any(v < 0 for _, v in sched):
                 raise ValueError("`entropy_coeff` schedule values must be >= 0.0.")
-        elif self.entropy_coeff < 0:
-            raise ValueError(f"`entropy_coeff` ({self.entropy_coeff}) must be >= 0.0.")
         if self.lr_schedule is not None:
-            validate_schedule(self.lr_schedule, "lr_schedule")
+            sched = validate_schedule(self.lr_schedule, "lr_schedule")
+            object.__setattr__(self, "lr_schedule", sched)
+            for t, v in sched:
+                if v <= 0:
+                    raise ValueError(f"`lr_schedule` value {v} at timestep {t:g} must be > 0: "
+                                     "Adam cannot step with a learning rate <= 0.")
         if not 0 <= self.gamma <= 1 or not 0 <= self.lambda_ <= 1:
             raise ValueError(
                 f"`gamma` ({self.gamma}) and `lambda_` ({self.lambda_}) must lie in [0, 1]."
@@ -110,9 +117,11 @@ class PPOConfig(PPOHyperparams):
     """PPO: env runners sample, one learner in the driver updates (deployment in RunConfig)."""
 
     train_batch_size: int = 2048
-    """Env samples per training iteration, over all env runners."""
+    """Env samples per training iteration, over all env runners: exactly
+    rollout_fragment_length x max(num_env_runners, 1) x num_envs_per_env_runner."""
     rollout_fragment_length: int | Literal["auto"] = "auto"
-    """Steps per env per sample call; auto = train_batch_size / (runners x envs per runner)."""
+    """Steps per env per sample call; auto = train_batch_size / (runners x envs per runner),
+    which must divide evenly."""
     num_env_runners: int = 2
     """Ray actors that sample in parallel; 0 samples in the driver with no Ray at all."""
     num_envs_per_env_runner: int = 8
@@ -140,13 +149,43 @@ class PPOConfig(PPOHyperparams):
             )
         if self.num_cpus_per_env_runner < 0:
             raise ValueError("`num_cpus_per_env_runner` must be >= 0.")
+        self._check_batch_is_filled_exactly()
+
+    @property
+    def num_envs(self) -> int:
+        """Sub-envs over all runners (the driver's when num_env_runners=0)."""
+        return max(self.num_env_runners, 1) * self.num_envs_per_env_runner
+
+    def _check_batch_is_filled_exactly(self) -> None:
+        # Every env samples the same fragment, so a batch is always fragment x envs
+        # samples: anything else would silently train on a batch of another size.
+        envs, tbs, frag = self.num_envs, self.train_batch_size, self.rollout_fragment_length
+        counts = f"{max(self.num_env_runners, 1)} x {self.num_envs_per_env_runner}"
+        if frag == "auto":
+            if tbs % envs:  # ceil(tbs / envs) steps per env would overshoot the batch
+                lo, hi = tbs // envs * envs, (tbs // envs + 1) * envs
+                use = f"{lo} or {hi}" if lo else f"{hi}"
+                raise ValueError(
+                    f"`train_batch_size` ({tbs}) must be a multiple of max(num_env_runners, 1) "
+                    f"x num_envs_per_env_runner ({counts} = {envs}) with "
+                    "rollout_fragment_length='auto', so that every env samples the same number "
+                    f"of steps: set train_batch_size={use}, or change the env counts."
+                )
+        elif frag * envs != tbs:
+            fix = f"set train_batch_size={frag * envs}"
+            if tbs % envs == 0:
+                fix += f", or rollout_fragment_length={tbs // envs} (or 'auto')"
+            raise ValueError(
+                f"`rollout_fragment_length` x max(num_env_runners, 1) x num_envs_per_env_runner "
+                f"({frag} x {counts} = {frag * envs}) must equal `train_batch_size` ({tbs}), "
+                f"the samples of one iteration: {fix}."
+            )
 
     def fragment_length(self) -> int:
-        """Steps per env per sample call, so that one round fills the train batch."""
+        """Steps per env per sample call; x num_envs it is exactly train_batch_size."""
         if self.rollout_fragment_length != "auto":
             return self.rollout_fragment_length
-        envs = max(self.num_env_runners, 1) * self.num_envs_per_env_runner
-        return max(1, -(-self.train_batch_size // envs))
+        return self.train_batch_size // self.num_envs
 
 
 def check_positive(cfg: object, *names: str) -> None:
@@ -193,30 +232,24 @@ def update_kl_coeff(kl_coeff: float, kl: float, kl_target: float) -> float:
     return kl_coeff
 
 
-GradHook = Callable[[list[nn.Parameter], int], None]
-
-
 def ppo_update(
-    model: ActorCritic,
-    opt: torch.optim.Optimizer,
+    learner: Learner,
     batch: PPOBatch,
     cfg: PPOHyperparams,
     kl_coeff: float,
     entropy_coeff: float,
     generator: torch.Generator | None = None,
-    grad_hook: GradHook | None = None,
     num_minibatches: int | None = None,
 ) -> dict[str, float]:
     """num_epochs of minibatch SGD on one train batch; returns mean metrics.
 
     Each epoch splits the batch into ``num_minibatches`` near-equal parts (default
-    ceil(len / minibatch_size)). ``grad_hook(params, minibatch_len)`` runs after backward
-    and before clipping: DD-PPO all-reduces gradients there, and fixes num_minibatches so
-    that every worker steps equally often even when preemption cut its batch short.
-    The reported ``kl`` is KL(sampling || updated policy) over the whole batch after the
-    last step, the quantity the KL coefficient adapts to.
+    ceil(len / minibatch_size)); DD-PPO fixes the count so that every worker steps
+    equally often (its all-reduce runs in the learner's grad hook) even when preemption
+    cut its batch short. The reported ``kl`` is KL(sampling || updated policy) over the
+    whole batch after the last step, the quantity the KL coefficient adapts to.
     """
-    params = list(model.parameters())
+    model = learner.model
     n = len(batch)
     parts_per_epoch = num_minibatches or -(-n // cfg.minibatch_size)
     sums: dict[str, torch.Tensor] = {}
@@ -228,14 +261,7 @@ def ppo_update(
             dist_inputs, values = model(mb.obs)
             loss, parts = ppo_loss(dist_inputs, values, mb, cfg, model.dist, kl_coeff,
                                    entropy_coeff)
-            # A hook may keep the grads in its own buffer (views): then zero them in place.
-            opt.zero_grad(set_to_none=grad_hook is None)
-            loss.backward()
-            if grad_hook is not None:
-                grad_hook(params, len(mb))
-            if cfg.grad_clip is not None:
-                parts["grad_norm"] = nn.utils.clip_grad_norm_(params, cfg.grad_clip, foreach=True)
-            opt.step()
+            parts.update(learner.step(loss, len(mb)))
             for k, v in parts.items():
                 sums[k] = sums.get(k, 0.0) + v
             steps += 1

@@ -157,11 +157,16 @@ class DDPPOWorker:
 
     def _signed_get(self, key: str) -> str:
         """The value a group member set, or CollectiveError when its signature is wrong."""
-        with collective("the group's store"):
-            mac, _, value = self.store.get(key).decode().partition(" ")
-        if not hmac.compare_digest(mac, self._sign(key, value)):
+        value = self._verified(key)
+        if value is None:
             raise CollectiveError(f"the group's store holds a forged value for {key!r}")
         return value
+
+    def _verified(self, key: str) -> str | None:
+        """The value at ``key`` (waiting for it), or None when a group member did not sign it."""
+        with collective("the group's store"):
+            mac, _, value = self.store.get(key).decode().partition(" ")
+        return value if hmac.compare_digest(mac, self._sign(key, value)) else None
 
     def _sign(self, key: str, value: str) -> str:
         return hmac.new(self.secret, f"{key}={value}".encode(), hashlib.sha256).hexdigest()
@@ -215,8 +220,8 @@ class DDPPOWorker:
                 with collective("the group's store"):
                     if not self.store.check([key]):
                         continue
-                self._signed_get(key)
-                finished.add(r)
+                if self._verified(key) is not None:  # a forged mark is not counted
+                    finished.add(r)
             return len(finished)
 
         return Preemption(needed, min_steps_per_env(self.cfg), count)

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import time
 
 
 def distrl(*args, **kw):
@@ -49,3 +50,36 @@ def test_ddppo_rules_exit_with_a_message():
     assert out.returncode != 0 and "Do not set `train_batch_size`" in out.stderr
     out = distrl("train", "ddppo", "--kl-coeff", "0.2")
     assert out.returncode != 0 and "un-decentralize" in out.stderr
+
+
+def test_resume_with_another_algorithm_or_env_is_one_line(tmp_path):
+    out = distrl("train", "ppo", "--env", "Pendulum-v1", "--num-env-runners", "0",
+                 "--train-batch-size", "64", "--minibatch-size", "32",
+                 "--num-envs-per-env-runner", "4", "--max-env-steps", "64",
+                 "--logdir", str(tmp_path), "--json")
+    assert out.returncode == 0, out.stderr
+    out = distrl("train", "ddppo", "--resume", str(tmp_path))
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert f"resume it with `distrl train ppo --resume {tmp_path}`" in out.stderr
+    # No --env: the run continues on its own env (Pendulum), with the changed budget said.
+    out = distrl("train", "ppo", "--resume", str(tmp_path), "--max-env-steps", "128", "--json")
+    assert out.returncode == 0, out.stderr
+    assert "resume: max_env_steps 64 -> 128" in out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1])["env/steps_total"] >= 128
+
+
+def test_tuned_in_process_runs_all_the_tuned_envs(tmp_path):
+    out = distrl("train", "ppo", "--tuned", "cartpole", "--num-env-runners", "0",
+                 "--max-env-steps", "1", "--logdir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    saved = json.loads((tmp_path / "checkpoint" / "run" / "config.json").read_text())
+    assert saved["config"]["num_envs_per_env_runner"] == 32  # as the learning test and bench
+
+
+def test_an_unreachable_address_is_one_line_naming_it():
+    t0 = time.perf_counter()
+    out = distrl("train", "ppo", "--num-env-runners", "1", "--address", "127.0.0.1:9",
+                 "--max-env-steps", "64")
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert "cannot reach a Ray cluster at '127.0.0.1:9'" in out.stderr
+    assert time.perf_counter() - t0 < 60

@@ -181,3 +181,34 @@ def test_checkpoint_resumes_exactly_and_evaluates(ray_local, tmp_path):
         assert key in rows[-1], key
     assert rows[-1]["ddppo/world_size"] == 2 and rows[-1]["learner/batch_size"] == 64
     assert len(evaluate(tmp_path / "b", episodes=3)) == 3
+
+
+def test_the_store_is_on_loopback_and_unsigned_marks_are_ignored():
+    import psutil
+    import torch.distributed as dist
+
+    from distrl.runtime.ddppo_workers import DDPPOWorker
+
+    worker = DDPPOWorker("CartPole-v1", replace(SMALL, preemption_threshold=0.5), seed=1,
+                         secret=b"k" * 32)
+    # The sampler and the minibatch shuffler draw from different streams.
+    assert worker.generator.initial_seed() != worker.runner.generator.initial_seed()
+    ip, port = worker.open_store(2, loopback=True)
+    try:
+        listening = [c.laddr for c in psutil.net_connections("tcp")
+                     if c.status == "LISTEN" and c.laddr.port == port]
+        assert ip == "127.0.0.1" and [a.ip for a in listening] == ["127.0.0.1"]
+        worker.rank, worker.world_size = 0, 2
+        count = worker._preemption(index=7).count_finished
+        stranger = dist.TCPStore(ip, port, 2, is_master=False)
+        stranger.set("finished/7/1", "0" * 64 + " 1")  # another local user forging a mark
+        assert count() == 0
+        peer = DDPPOWorker.__new__(DDPPOWorker)  # a group member holding the secret
+        peer.store, peer.secret = stranger, worker.secret
+        peer._signed_set("finished/7/1", "1")
+        assert count() == 1
+        stranger.set("shm_path", "0" * 64 + " /tmp/elsewhere")
+        with pytest.raises(Exception, match="forged value for 'shm_path'"):
+            worker._signed_get("shm_path")
+    finally:
+        worker.leave()

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from distrl.algos.ppo import PPOConfig, ppo_loss, ppo_update, update_kl_coeff
+from distrl.algos.ppo import PPOHyperparams, ppo_loss, ppo_update, update_kl_coeff
+from distrl.learner import Learner
 from distrl.nets import ActorCritic, Categorical, ModelConfig
 from distrl.types import PPOBatch
 
@@ -23,8 +24,7 @@ def two_sample_batch(advantages):
 
 
 def test_ppo_loss_against_hand_computed_numbers():
-    cfg = PPOConfig(clip_param=0.1, vf_clip_param=5.0, vf_loss_coeff=0.5, train_batch_size=2,
-                    minibatch_size=2)
+    cfg = PPOHyperparams(clip_param=0.1, vf_clip_param=5.0, vf_loss_coeff=0.5)
     new_logits = torch.log(torch.tensor([[0.6, 0.4], [0.6, 0.4]]))
     values = torch.tensor([1.0, 3.0])
     loss, parts = ppo_loss(new_logits, values, two_sample_batch([1.0, -2.0]), cfg, Categorical,
@@ -42,25 +42,29 @@ def test_ppo_loss_against_hand_computed_numbers():
     assert loss.item() == pytest.approx(expected, rel=1e-5)
 
 
-@pytest.mark.parametrize("p_new,adv,zero", [
-    (0.8, 1.0, True),    # ratio 1.6 > 1 + eps with A > 0: clipped, no gradient
-    (0.2, -1.0, True),   # ratio 0.4 < 1 - eps with A < 0: clipped, no gradient
-    (0.55, 1.0, False),  # ratio 1.1 inside the range: gradient flows
-    (0.8, -1.0, False),  # ratio above the range but A < 0: the unclipped term is the min
-])
-def test_policy_gradient_vanishes_only_where_clipped(p_new, adv, zero):
-    cfg = PPOConfig(clip_param=0.2, train_batch_size=1, minibatch_size=1, use_kl_loss=False)
-    logits = torch.log(torch.tensor([[p_new, 1 - p_new]])).requires_grad_()
-    batch = PPOBatch(torch.zeros(1, 4), torch.tensor([0]), torch.log(torch.tensor([0.5])),
-                     torch.zeros(1, 2), torch.zeros(1), torch.tensor([adv]), torch.zeros(1))
-    _, parts = ppo_loss(logits, torch.zeros(1), batch, cfg, Categorical, 0.0, 0.0)
-    # Recompute the policy term with grad (parts are detached).
-    logp = Categorical.log_prob(logits, batch.actions)
-    ratio = torch.exp(logp - batch.logp)
-    surr = torch.min(ratio * adv, ratio.clamp(0.8, 1.2) * adv)
-    (-surr.mean()).backward()
-    assert (logits.grad.abs().sum().item() == 0.0) is zero
-    assert parts["policy_loss"].item() == pytest.approx(-surr.item(), rel=1e-6)
+def test_ppo_loss_gradient_vanishes_only_where_the_clip_binds():
+    # Old policy uniform, action 0 everywhere, clip 0.2: ratio = p_new / 0.5. For a
+    # Categorical, d logp(a=0) / d logits = [1 - p, -(1 - p)], so an unclipped sample's
+    # gradient of -mean(A * ratio) is -A * ratio * [1 - p, -(1 - p)] / B.
+    p_new = torch.tensor([0.8, 0.2, 0.55, 0.8, 0.2])
+    adv = torch.tensor([1.0, -1.0, 1.0, -1.0, 1.0])
+    # ratio 1.6, A > 0: clipped at 1.2, no gradient
+    # ratio 0.4, A < 0: clipped at 0.8, no gradient
+    # ratio 1.1, inside the range: -1 * 1.1 * 0.45 / 5 = -0.099
+    # ratio 1.6 but A < 0: the unclipped term is the min: +1 * 1.6 * 0.2 / 5 = 0.064
+    # ratio 0.4 but A > 0: the unclipped term is the min: -1 * 0.4 * 0.8 / 5 = -0.064
+    expected_first = torch.tensor([0.0, 0.0, -0.099, 0.064, -0.064])
+    b = len(adv)
+    logits = torch.stack([p_new.log(), (1 - p_new).log()], dim=-1).requires_grad_()
+    batch = PPOBatch(torch.zeros(b, 4), torch.zeros(b, dtype=torch.long),
+                     torch.full((b,), math.log(0.5)), torch.zeros(b, 2), torch.zeros(b), adv,
+                     torch.zeros(b))
+    cfg = PPOHyperparams(clip_param=0.2, use_kl_loss=False)
+    loss, parts = ppo_loss(logits, torch.zeros(b), batch, cfg, Categorical, 0.0, 0.0)
+    loss.backward()  # value error 0, no entropy or KL term: all gradient is the policy's
+    torch.testing.assert_close(logits.grad, torch.stack([expected_first, -expected_first], -1))
+    # surrogates min(A * r, A * clip(r)): 1.2, -0.8, 1.1, -1.6, 0.4; mean 0.06
+    assert parts["policy_loss"].item() == pytest.approx(-0.06, rel=1e-5)
 
 
 def test_kl_coefficient_adapts_like_rllib():
@@ -79,18 +83,17 @@ def test_ppo_update_calls_hook_per_minibatch_and_reports_true_kl():
     batch = PPOBatch(torch.randn(n, 4), torch.randint(0, 2, (n,)), torch.zeros(n), old, values,
                      torch.randn(n), torch.randn(n))
     batch.logp = Categorical.log_prob(batch.dist_inputs, batch.actions)
-    cfg = PPOConfig(train_batch_size=n, minibatch_size=4, num_epochs=3, lr=1e-2)
+    cfg = PPOHyperparams(minibatch_size=4, num_epochs=3, lr=1e-2)
     seen = []
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    metrics = ppo_update(model, opt, batch, cfg, 0.2, 0.0, grad_hook=lambda p, m: seen.append(m))
+    learner = Learner(model, 1e-2, grad_hook=lambda p, m: seen.append(m))
+    metrics = ppo_update(learner, batch, cfg, 0.2, 0.0)
     with torch.no_grad():
         new, _ = model(batch.obs)
     assert metrics["kl"] == pytest.approx(Categorical.kl(batch.dist_inputs, new).mean().item())
     assert metrics["kl"] > 0
     assert seen == [4, 3, 3] * 3  # ceil(10 / 4) = 3 near-equal minibatches per epoch
     seen.clear()
-    ppo_update(model, opt, batch, cfg, 0.2, 0.0, grad_hook=lambda p, m: seen.append(m),
-               num_minibatches=5)
+    ppo_update(learner, batch, cfg, 0.2, 0.0, num_minibatches=5)
     assert seen == [2] * 15
 
 

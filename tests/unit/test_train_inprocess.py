@@ -1,12 +1,15 @@
 """The train loop in-process (no Ray): metrics, checkpoints, exact resume, evaluation."""
 
 import json
+import os
+import signal
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 import torch
 
-from distrl import PPOConfig, RunConfig, evaluate, train_ppo
+from distrl import PPOConfig, RunConfig, evaluate, train_ddppo, train_ppo
 from distrl.checkpoint import Checkpoint
 from tests.fakes import counting
 
@@ -59,3 +62,67 @@ def test_evaluate_errors(tmp_path):
         evaluate(tmp_path / "missing")
     with pytest.raises(ValueError, match="episodes"):
         evaluate(tmp_path, episodes=0)
+
+
+class InterruptOnce(gym.Env):
+    """CartPole that sends this process SIGINT at the armed global step (a user's
+    Ctrl-C in the middle of an iteration); otherwise plain CartPole."""
+
+    fire_at: int | None = None
+    steps = 0
+    observation_space = gym.make("CartPole-v1").observation_space
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self):
+        self.env = gym.make("CartPole-v1")
+
+    def reset(self, *, seed=None, options=None):
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action):
+        InterruptOnce.steps += 1
+        if InterruptOnce.steps == InterruptOnce.fire_at:
+            os.kill(os.getpid(), signal.SIGINT)
+        return self.env.step(action)
+
+
+def weights(logdir):
+    return Checkpoint(logdir).tensors("policy", "weights.pt")
+
+
+def assert_same_weights(a, b):
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
+
+
+def test_ctrl_c_saves_the_completed_iteration_and_resumes_exactly(tmp_path):
+    straight = train_ppo(SMALL, run(tmp_path / "a", env=InterruptOnce, max_env_steps=256))
+    InterruptOnce.steps, InterruptOnce.fire_at = 0, 100  # inside iteration 2 (~68 per iteration)
+    try:
+        stopped = train_ppo(SMALL, run(tmp_path / "b", env=InterruptOnce, max_env_steps=256))
+    finally:
+        InterruptOnce.fire_at = None
+    assert stopped["stopped_by"] == "interrupted" and stopped["iteration"] == 2
+    assert Checkpoint(tmp_path / "b").manifest["iteration"] == 2
+    resumed = train_ppo(SMALL, run(tmp_path / "b", resume=str(tmp_path / "b"),
+                                   max_env_steps=256))
+    assert resumed["iteration"] == straight["iteration"]
+    assert_same_weights(weights(tmp_path / "a"), weights(tmp_path / "b"))
+
+
+def test_resume_takes_a_non_default_env_from_the_checkpoint(tmp_path, capsys):
+    straight = train_ppo(SMALL, run(tmp_path / "a", env="Pendulum-v1", max_env_steps=256))
+    train_ppo(SMALL, run(tmp_path / "b", env="Pendulum-v1", max_env_steps=128))
+    resumed = train_ppo(SMALL, run(tmp_path / "b", resume=str(tmp_path / "b"),
+                                   max_env_steps=256))
+    assert "resume: max_env_steps 128 -> 256" in capsys.readouterr().err
+    assert resumed["env/steps_total"] == straight["env/steps_total"]
+    assert_same_weights(weights(tmp_path / "a"), weights(tmp_path / "b"))
+
+
+def test_resume_refuses_another_env_or_algorithm(tmp_path):
+    train_ppo(SMALL, run(tmp_path, env="Pendulum-v1", max_env_steps=64))
+    with pytest.raises(ValueError, match=r"keeps its env.*'Pendulum-v1', not 'Acrobot-v1'"):
+        train_ppo(SMALL, run(tmp_path, env="Acrobot-v1", resume=str(tmp_path)))
+    with pytest.raises(ValueError, match=r"checkpoint of a 'ppo' run, not 'ddppo'.*train ppo"):
+        train_ddppo(None, run(tmp_path, resume=str(tmp_path)))

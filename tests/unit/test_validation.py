@@ -9,6 +9,7 @@ from distrl.algos.ppo import PPOConfig
 from distrl.config import RunConfig
 from distrl.envs import check_env_id
 from distrl.nets import ActorCritic, ModelConfig, check_spaces
+from distrl.tuned import TUNED
 
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -32,6 +33,10 @@ from distrl.nets import ActorCritic, ModelConfig, check_spaces
     (dict(rollout_fragment_length=0), r"rollout_fragment_length.*'auto'"),
     (dict(num_env_runners=-1), "0 = sample in-process"),
     (dict(num_envs_per_env_runner=0), "num_envs_per_env_runner"),
+    (dict(lr_schedule=((0, 1e-3), (100, 0.0))), r"`lr_schedule` value 0\.0 .*must be > 0"),
+    (dict(lr_schedule=[[0, -1e-3]]), r"`lr_schedule` value -0\.001 .*must be > 0"),
+    (dict(entropy_coeff=[0.01]), r"\[timestep, value\] pair"),
+    (dict(lr_schedule=[[0, "big"]]), r"`lr_schedule` entry \[0, 'big'\].*numbers"),
 ])
 def test_ppo_config_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -80,4 +85,47 @@ def test_auto_fragment_length_fills_the_batch():
                     num_envs_per_env_runner=8)
     assert cfg.fragment_length() == 64
     assert replace(cfg, num_env_runners=0, num_envs_per_env_runner=16).fragment_length() == 64
-    assert replace(cfg, rollout_fragment_length=10).fragment_length() == 10
+    assert replace(cfg, rollout_fragment_length=64).fragment_length() == 64
+
+
+def test_auto_fragment_refuses_a_batch_the_envs_cannot_split_evenly():
+    # ceil(2048 / 24) = 86 steps per env would silently sample 2064, not 2048.
+    with pytest.raises(ValueError, match=r"multiple of .*3 x 8 = 24.*2040 or 2064"):
+        PPOConfig(train_batch_size=2048, num_env_runners=3, num_envs_per_env_runner=8)
+    with pytest.raises(ValueError, match=r"1 x 48 = 48.*train_batch_size=48"):  # none below
+        PPOConfig(train_batch_size=32, minibatch_size=32, num_env_runners=0,
+                  num_envs_per_env_runner=48)
+
+
+def test_explicit_fragment_must_fill_the_batch_exactly():
+    # 10 steps x 16 envs = 160 samples: train_batch_size (1024) was silently ignored.
+    with pytest.raises(ValueError, match=r"10 x 2 x 8 = 160.*train_batch_size=160.*'auto'"):
+        PPOConfig(train_batch_size=1024, rollout_fragment_length=10)
+    with pytest.raises(ValueError, match=r"train_batch_size=160") as err:
+        PPOConfig(train_batch_size=1000, rollout_fragment_length=10)
+    assert "rollout_fragment_length=6" not in str(err.value)  # 1000 / 16 is no whole fragment
+    cfg = PPOConfig(train_batch_size=160, rollout_fragment_length=10, minibatch_size=80)
+    assert cfg.fragment_length() * 16 == cfg.train_batch_size
+
+
+@pytest.mark.parametrize("name", sorted(TUNED))
+@pytest.mark.parametrize("runners", [0, 1, 2, 4])
+def test_tuned_entries_fill_their_batch_exactly(name, runners):
+    cfg = TUNED[name].for_runners(runners)
+    envs = max(runners, 1) * cfg.num_envs_per_env_runner
+    assert cfg.fragment_length() * envs == cfg.train_batch_size
+
+
+@pytest.mark.parametrize("field,as_list,as_tuple", [
+    ("entropy_coeff", [[0, 0.01], [1e5, 0]], ((0.0, 0.01), (1e5, 0.0))),
+    ("lr_schedule", [[0, 1e-3], [1e5, 1e-4]], ((0.0, 1e-3), (1e5, 1e-4))),
+    ("lr_schedule", ([0, 1e-3], (1e5, 1e-4)), ((0.0, 1e-3), (1e5, 1e-4))),
+])
+def test_list_schedules_become_hashable_tuples(field, as_list, as_tuple):
+    cfg = PPOConfig(**{field: as_list})
+    assert getattr(cfg, field) == as_tuple
+    assert all(type(v) is float for point in getattr(cfg, field) for v in point)
+    assert cfg == PPOConfig(**{field: as_tuple})
+    assert hash(cfg) == hash(PPOConfig(**{field: as_tuple}))
+    at = cfg.entropy_coeff_at if field == "entropy_coeff" else cfg.lr_at
+    assert at(50_000) == pytest.approx((as_tuple[0][1] + as_tuple[1][1]) / 2)
