@@ -14,7 +14,8 @@ from typing import Annotated, Any, Union
 
 import tyro
 
-from distrl.config import RunConfig
+from distrl.config import JSONObject, RunConfig
+from distrl.metrics import strict_json
 from distrl.train import ALGORITHMS
 from distrl.tuned import tuned
 
@@ -37,16 +38,26 @@ COMMANDS = {name: _command(name, a.config) for name, a in ALGORITHMS.items()}
 
 @dataclass(frozen=True)
 class Eval:
-    """Mean greedy return of a saved policy."""
+    """Play episodes with a saved policy: mean return, videos, a window."""
 
     checkpoint: tyro.conf.Positional[str]
-    """A run's logdir, its checkpoint/ directory, or a checkpoint.pt file."""
+    """A run's logdir or its checkpoint/ directory."""
     episodes: int = 10
     """Episodes to run."""
     seed: int = 0
     """Seed of the evaluation envs."""
+    stochastic: bool = False
+    """Sample actions from the policy instead of acting greedily."""
+    video: str | None = None
+    """Write an MP4 of every episode into this directory (needs distrl[video])."""
+    render: bool = False
+    """Show the episodes in a window (render_mode="human")."""
+    env: str | None = None
+    """Play on this env instead of the saved one (id, module:EnvId or module:callable)."""
+    env_config: JSONObject | None = None
+    """Keyword arguments for the env instead of the saved ones, as a JSON object."""
     json: bool = False
-    """Print the result as one JSON object."""
+    """Print one JSON object with the per-episode returns and lengths."""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,7 +87,7 @@ def _train(args: list[str]) -> None:
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         raise SystemExit(f"distrl: error: {err}") from None
     if cli.run.json:
-        print(json.dumps(result))
+        print(strict_json(result))
     else:
         print(f"done ({result['stopped_by']}): {result.get('env/steps_total', 0):,} env steps "
               f"in {result.get('time/total_s', 0.0):.1f} s, mean return "
@@ -114,16 +125,19 @@ def _tuned_envs(name: str | None, algo: str, config: Any, args: list[str]) -> An
 
 
 def _eval(args: list[str]) -> None:
-    from distrl.evaluation import evaluate
+    from distrl.evaluation import run_episodes
 
     cli = tyro.cli(Eval, args=args, prog="distrl eval")
     try:
-        returns = evaluate(cli.checkpoint, cli.episodes, cli.seed)
+        eps = run_episodes(cli.checkpoint, cli.episodes, cli.seed, cli.env, cli.env_config,
+                           cli.stochastic, cli.video, cli.render)
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"distrl: error: {err}") from None
-    mean = sum(returns) / len(returns)
+    mean = sum(eps.returns) / len(eps.returns)
     if cli.json:
-        print(json.dumps({"episode_return_mean": mean, "episodes": len(returns),
-                          "returns": returns}))
+        print(json.dumps({"episode_return_mean": mean, "episodes": len(eps.returns),
+                          "returns": eps.returns, "lengths": eps.lengths}))
     else:
-        print(f"mean greedy return over {len(returns)} episodes: {mean:.2f}")
+        how = "stochastic" if cli.stochastic else "greedy"
+        print(f"mean {how} return over {len(eps.returns)} episodes: {mean:.2f}"
+              + (f"; videos in {cli.video}" if cli.video else ""))

@@ -7,6 +7,7 @@ DDPPOConfig.num_workers.
 from __future__ import annotations
 
 import dataclasses
+import json
 import typing
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
@@ -17,17 +18,40 @@ from distrl.envs import EnvSpec
 
 T = TypeVar("T")
 
+JSONObject = Annotated[dict[str, Any], tyro.constructors.PrimitiveConstructorSpec(
+    nargs=1, metavar="JSON", instance_from_str=lambda args: _json_object(args[0]),
+    is_instance=lambda x: isinstance(x, dict), str_from_instance=lambda x: [json.dumps(x)])]
+"""A dict given on the command line as one JSON object."""
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object like '{{\"key\": 1}}', got {text!r}")
+    return value
+
 
 @dataclass(frozen=True)
 class RunConfig:
     """Where and how long a run goes: env, stopping, logging, checkpoints, Ray."""
 
-    env: Annotated[EnvSpec, tyro.conf.arg(constructor=str, metavar="ENV_ID")] = "CartPole-v1"
-    """Gymnasium env id, or (from Python) a zero-argument factory returning an Env."""
+    env: Annotated[EnvSpec, tyro.conf.arg(constructor=str, metavar="ENV")] = "CartPole-v1"
+    """Gymnasium env id, module:EnvId (the module registers it), module:callable (a factory
+    or Env class), or (from Python) a factory returning an Env."""
+    env_config: JSONObject = dataclasses.field(default_factory=dict)
+    """Keyword arguments for gym.make or the factory, as a JSON object."""
     seed: int = 0
     """Seed of weights, envs and sampling; equal seeds give equal in-process runs."""
     stop_return: float | None = None
-    """Stop once the mean return of the last 100 episodes reaches this."""
+    """Stop once the mean return of the last 100 episodes (or the evaluation's) reaches this."""
+    stop_on: Literal["train", "eval"] = "train"
+    """Which return stop_return applies to: training episodes, or evaluation episodes."""
+    evaluation_interval: int = 0
+    """Evaluate every N iterations on separate env instances in the driver (0: never)."""
+    evaluation_duration: int = 10
+    """Episodes per evaluation."""
+    evaluation_explore: bool = False
+    """Sample actions in evaluation instead of acting greedily."""
     max_env_steps: int = 1_000_000
     """Stop after this many env steps."""
     logdir: str | None = None
@@ -59,6 +83,15 @@ class RunConfig:
     """Fields a resumed run takes from the new invocation, never from its checkpoint."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.env_config, dict):
+            raise ValueError(f"`env_config` ({self.env_config!r}) must be a dict of keyword "
+                             "arguments for the env, e.g. {'max_episode_steps': 200}.")
+        if self.evaluation_interval < 0 or self.evaluation_duration <= 0:
+            raise ValueError(f"`evaluation_interval` ({self.evaluation_interval}) must be >= 0 "
+                             f"and `evaluation_duration` ({self.evaluation_duration}) > 0.")
+        if self.stop_on == "eval" and not self.evaluation_interval:
+            raise ValueError("`stop_on='eval'` needs evaluations: set evaluation_interval "
+                             "(e.g. --evaluation-interval 5).")
         if self.max_restarts < 0 or self.actor_timeout_s <= 0:
             raise ValueError(f"`max_restarts` ({self.max_restarts}) must be >= 0 and "
                              f"`actor_timeout_s` ({self.actor_timeout_s}) > 0.")

@@ -6,6 +6,7 @@ Ray actor by distrl.runtime.ray_runners.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -25,8 +26,8 @@ class EnvRunner:
     """One EnvLoop plus an inference copy of the policy."""
 
     def __init__(self, env: EnvSpec, num_envs: int, model: ModelConfig, gamma: float,
-                 lambda_: float, seed: int):
-        self.loop = EnvLoop(env, num_envs, seed)
+                 lambda_: float, seed: int, env_config: dict[str, Any] | None = None):
+        self.loop = EnvLoop(env, num_envs, seed, env_config)
         self.gamma, self.lambda_ = gamma, lambda_
         self.model = ActorCritic(*self.loop.spaces(), model)
         self.model.requires_grad_(False)

@@ -24,6 +24,7 @@ import torch
 from distrl.checkpoint import Checkpoint, save_checkpoint, space_to_json
 from distrl.config import RunConfig, from_json, to_json
 from distrl.envs import check_env_id, env_name
+from distrl.evaluation import evaluation_metrics
 from distrl.metrics import MetricsLogger
 
 WINDOW = 100  # episodes in env/episode_return_mean
@@ -126,10 +127,16 @@ def _resumed_configs(ckpt: Checkpoint, config: Any, run: RunConfig) -> tuple[Any
             f"a resumed run keeps its env: the checkpoint trained on {env_name(env)!r}, "
             f"not {env_name(run.env)!r}. Drop --env (env=) to resume, or start a new run."
         )
+    if run.env_config and run.env_config != saved_run.env_config:
+        raise ValueError(
+            f"a resumed run keeps its env_config ({saved_run.env_config}): its envs are "
+            "restored as they were. Drop --env-config (env_config=), or start a new run."
+        )
     if config.model != type(config)().model and config.model != saved_config.model:
         raise ValueError(f"a resumed run keeps its network ({saved_config.model}); "
                          "drop the model flags or start a new run.")
-    run = _apply_given(saved_run, run, RunConfig(), skip=("env",), keep=RunConfig.PER_INVOCATION)
+    run = _apply_given(saved_run, run, RunConfig(), skip=("env", "env_config"),
+                       keep=RunConfig.PER_INVOCATION)
     config = _apply_given(saved_config, config, type(config)(), skip=("model",), keep=())
     return config, run
 
@@ -164,10 +171,13 @@ def max_env_steps(run: RunConfig) -> int:
 
 
 def drive(start: Start, progress: Progress, iterate: Callable[[], dict[str, Any]],
-          save: Callable[[], Path], close: Callable[[], None],
-          ray_start_s: float) -> dict[str, Any]:
+          save: Callable[[], Path], close: Callable[[], None], ray_start_s: float,
+          policy: Callable[[], Any]) -> dict[str, Any]:
     """Iterate until a stop condition holds, checkpoint, close the workers and the logger;
     returns the last metrics with the checkpoint path and why the run stopped.
+
+    Every run.evaluation_interval iterations, ``policy()`` (the current network) plays
+    run.evaluation_duration episodes on envs of its own in this process (eval/ metrics).
 
     Ctrl-C ends the loop after the iteration in progress, then checkpoints, so the
     checkpoint always holds a completed iteration; a second Ctrl-C aborts at once.
@@ -175,7 +185,7 @@ def drive(start: Start, progress: Progress, iterate: Callable[[], dict[str, Any]
     logger = None
     try:
         logger = MetricsLogger(start.logdir, start.run.progress)
-        metrics, stopped_by = _loop(start.run, progress, logger, iterate, save)
+        metrics, stopped_by = _loop(start.run, progress, logger, iterate, save, policy)
         checkpoint = save()
     finally:
         close()
@@ -186,14 +196,18 @@ def drive(start: Start, progress: Progress, iterate: Callable[[], dict[str, Any]
 
 
 def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
-          iterate: Callable[[], dict[str, Any]],
-          save: Callable[[], Path]) -> tuple[dict[str, Any], str]:
+          iterate: Callable[[], dict[str, Any]], save: Callable[[], Path],
+          policy: Callable[[], Any]) -> tuple[dict[str, Any], str]:
     stopped_by = "max_env_steps"
     metrics: dict[str, Any] = {}
     tick = time.perf_counter()
     with _interrupt_between_iterations(logger) as interrupted:
         while True:
             metrics = iterate()
+            every = run.evaluation_interval
+            evaluated = bool(every) and progress.iteration % every == 0
+            if evaluated:
+                metrics.update(evaluation_metrics(policy(), run))
             # Wall time of the loop, logging and checkpoints included (not Ray's start-up).
             now = time.perf_counter()
             progress.time_s, tick = progress.time_s + now - tick, now
@@ -204,12 +218,21 @@ def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
             if interrupted.is_set():
                 stopped_by = "interrupted"
                 break
-            if run.stop_return is not None and progress.return_mean() >= run.stop_return:
+            if _reached(run, progress, metrics if evaluated else None):
                 stopped_by = "stop_return"
                 break
             if progress.env_steps >= max_env_steps(run):
                 break
     return metrics, stopped_by
+
+
+def _reached(run: RunConfig, progress: Progress, evaluation: dict[str, Any] | None) -> bool:
+    """stop_return met by the training window, or (stop_on="eval") by this evaluation."""
+    if run.stop_return is None:
+        return False
+    if run.stop_on == "eval":
+        return evaluation is not None and evaluation["eval/episode_return_mean"] >= run.stop_return
+    return progress.return_mean() >= run.stop_return
 
 
 @contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -34,7 +35,7 @@ class MetricsLogger:
         self._last_line = 0.0
 
     def log(self, metrics: dict[str, Any]) -> None:
-        self.jsonl.write(json.dumps(metrics) + "\n")
+        self.jsonl.write(strict_json(metrics) + "\n")
         self.jsonl.flush()
         step = int(metrics.get("env/steps_total", metrics.get("iteration", 0)))
         for key, value in metrics.items():
@@ -65,6 +66,14 @@ def _table(metrics: dict[str, Any]) -> Table:
             value = metrics[key]
             table.add_row(key, _fmt(value))
     return table
+
+
+def strict_json(values: dict[str, Any]) -> str:
+    """JSON that every parser reads: NaN and infinities (a mean over no episodes yet)
+    become null instead of Python's non-standard NaN."""
+    def clean(v: Any) -> Any:
+        return None if isinstance(v, float) and not math.isfinite(v) else v
+    return json.dumps({k: clean(v) for k, v in values.items()}, allow_nan=False)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

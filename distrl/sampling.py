@@ -12,7 +12,7 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import cloudpickle
 import gymnasium as gym
@@ -64,9 +64,10 @@ class Trajectory:
 class EnvLoop:
     """One vector env, its current observations and running episode statistics."""
 
-    def __init__(self, env: EnvSpec, num_envs: int, seed: int):
+    def __init__(self, env: EnvSpec, num_envs: int, seed: int,
+                 env_config: dict[str, Any] | None = None):
         self.env_name = env_name(env)
-        self.envs = make_vec_env(env, num_envs)
+        self.envs = make_vec_env(env, num_envs, env_config)
         self.num_envs = num_envs
         self.to_env_action = env_action_fn(self.envs.single_action_space)
         self.obs, _ = self.envs.reset(seed=seed)

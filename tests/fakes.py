@@ -60,23 +60,6 @@ def slow_in_one_process(token_dir, sleep_s: float, end: int = 10_000):
     return make
 
 
-class CrashOnceEnv(CountingEnv):
-    """Kills its whole process at step ``at`` in the one process that claims the token."""
-
-    def __init__(self, token_dir, at: int):
-        super().__init__(end=10_000)
-        self.crash_at = at if claim(token_dir) else None
-        self.steps_total = 0
-
-    def step(self, action):
-        import os
-
-        self.steps_total += 1
-        if self.steps_total == self.crash_at:
-            os._exit(1)
-        return super().step(action)
-
-
 def broken_in_one_process(token_dir):
     def make():
         if claim(token_dir):
@@ -86,8 +69,8 @@ def broken_in_one_process(token_dir):
 
 
 class HangOnceEnv(CountingEnv):
-    """Blocks for 10 minutes at step ``at`` in the one process that claims the token (a
-    frozen simulator, a dead socket): only a timeout can notice it."""
+    """Blocks for 10 minutes at step ``at`` (over all its episodes) in the one process that
+    claims the token (a frozen simulator, a dead socket): only a timeout can notice it."""
 
     def __init__(self, token_dir, at: int):
         super().__init__(end=10_000)

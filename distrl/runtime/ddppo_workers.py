@@ -66,12 +66,13 @@ class RoundResult:
 class DDPPOWorker:
     """Samples with its own envs and trains its replica; all replicas stay identical."""
 
-    def __init__(self, env, config: DDPPOConfig, seed: int, secret: bytes):
+    def __init__(self, env, config: DDPPOConfig, seed: int, secret: bytes,
+                 env_config: dict[str, Any] | None = None):
         torch.set_num_threads(1)  # each worker gets one CPU; small nets run fastest on one
         self.cfg = config
         self.secret = secret
         self.runner = EnvRunner(env, config.num_envs_per_worker, config.model, config.gamma,
-                                config.gae_lambda, seed)
+                                config.gae_lambda, seed, env_config)
         self.device = torch.device("cuda" if config.num_gpus_per_worker > 0 else "cpu")
         model = ActorCritic(*self.runner.spaces(), config.model).to(self.device)
         if self.device.type == "cpu":

@@ -28,7 +28,7 @@ def train_ddppo(config: DDPPOConfig | None = None,
     start = start_run("ddppo", config or DDPPOConfig(), run or RunConfig())
     config, run = start.config, start.run
     _check_deployment(config, run)
-    obs_space, act_space = env_spaces(run.env)
+    obs_space, act_space = env_spaces(run.env, run.env_config)
     # The driver's copy: the initial weights every worker starts from, then rank 0's.
     model = ActorCritic(obs_space, act_space, config.model)
     from distrl.runtime.ddppo_workers import DDPPOWorkerGroup
@@ -37,7 +37,8 @@ def train_ddppo(config: DDPPOConfig | None = None,
     ray_start_s = init_ray(run.address, config.num_workers * config.num_cpus_per_worker)
 
     def kwargs(index: int, restart: int) -> dict[str, Any]:
-        return dict(env=run.env, config=config, seed=seed_for(run.seed, index, restart))
+        return dict(env=run.env, config=config, seed=seed_for(run.seed, index, restart),
+                    env_config=run.env_config)
 
     group = DDPPOWorkerGroup(kwargs, config, run)
     progress = start.progress()
@@ -63,7 +64,12 @@ def train_ddppo(config: DDPPOConfig | None = None,
                         policy_files(state["model"], obs_space, act_space, config.model),
                         {"optimizer": state["optimizer"]}, group.get_states())
 
-    return drive(start, progress, iterate, save, group.close, ray_start_s)
+    def policy() -> ActorCritic:
+        if not config.keep_local_weights_in_sync:  # the driver's copy is stale: fetch rank 0's
+            model.load_state_dict(group.learner_state()["model"])
+        return model
+
+    return drive(start, progress, iterate, save, group.close, ray_start_s, policy)
 
 
 def _round(config: DDPPOConfig, group, model: ActorCritic, p: Progress) -> dict[str, Any]:

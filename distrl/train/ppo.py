@@ -34,7 +34,7 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None) -> 
     runners, ray_start_s = _make_runners(config, run)
     try:
         obs_space, act_space = (runners.runner.spaces() if isinstance(runners, LocalRunnerGroup)
-                                else env_spaces(run.env))
+                                else env_spaces(run.env, run.env_config))
         model = ActorCritic(obs_space, act_space, config.model).to(device)
         learner = Learner(model, config.lr_at(0), config.grad_clip)
         generator = torch.Generator().manual_seed(run.seed)  # minibatch shuffling
@@ -59,7 +59,7 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None) -> 
                          "generator": generator.get_state()},
                         runners.get_states(), {"kl_coeff": kl_coeff})
 
-    return drive(start, progress, iterate, save, runners.close, ray_start_s)
+    return drive(start, progress, iterate, save, runners.close, ray_start_s, lambda: model)
 
 
 def _iteration(config: PPOConfig, learner: Learner, runners, p: Progress, kl_coeff: float,
@@ -94,7 +94,7 @@ def _make_runners(config: PPOConfig, run: RunConfig):
     def kwargs(index: int, restart: int) -> dict[str, Any]:
         return dict(env=run.env, num_envs=config.num_envs_per_env_runner, model=config.model,
                     gamma=config.gamma, lambda_=config.gae_lambda,
-                    seed=seed_for(run.seed, index, restart))
+                    seed=seed_for(run.seed, index, restart), env_config=run.env_config)
 
     if config.num_env_runners == 0:
         return LocalRunnerGroup(EnvRunner(**kwargs(0, 0))), 0.0

@@ -1,0 +1,93 @@
+"""A user's own env (issue 14): module:EnvId and module:callable from the CLI, in-process
+and on Ray runners, env_config through resume and eval, evaluation during training,
+videos. The env module is on PYTHONPATH only, as a user would have it."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from distrl import PPOConfig, RunConfig, train_ppo
+
+ENVMODS = str(Path(__file__).parents[1] / "envmods")
+SMALL = ["--train-batch-size", "64", "--minibatch-size", "32", "--num-epochs", "1"]
+
+
+def distrl(*args, pythonpath=ENVMODS):
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    return subprocess.run([sys.executable, "-m", "distrl", *args], capture_output=True,
+                          text=True, timeout=300, env=env, cwd="/")
+
+
+def last_json(out):
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("runners", [0, 2])
+def test_registered_env_with_env_config_trains_resumes_and_evaluates(tmp_path, runners):
+    per_runner = "4" if runners == 0 else "2"
+    result = last_json(distrl(
+        "train", "ppo", "--env", "distrl_user_envs:Countdown-v0", "--env-config",
+        '{"length": 7}', "--num-env-runners", str(runners), "--num-envs-per-env-runner",
+        per_runner, *SMALL, "--max-env-steps", "128", "--logdir", str(tmp_path), "--json"))
+    assert result["env/episode_return_mean"] == 7.0  # env_config reached every sub-env
+    resumed = last_json(distrl("train", "ppo", "--resume", str(tmp_path), "--max-env-steps",
+                               "256", "--json"))
+    assert resumed["env/steps_total"] >= 256 and resumed["env/episode_return_mean"] == 7.0
+    report = last_json(distrl("eval", str(tmp_path), "--episodes", "2", "--json"))
+    assert report["returns"] == [7.0, 7.0] and report["lengths"] == [7, 7]
+
+
+def test_a_factory_by_name_is_saved_as_a_string(tmp_path):
+    last_json(distrl("train", "ppo", "--env", "distrl_user_envs:countdown", "--env-config",
+                     '{"length": 3}', "--num-env-runners", "0", "--num-envs-per-env-runner",
+                     "4", *SMALL, "--max-env-steps", "64", "--logdir", str(tmp_path), "--json"))
+    saved = json.loads((tmp_path / "checkpoint" / "run" / "config.json").read_text())["run"]
+    assert saved["env"] == "distrl_user_envs:countdown" and saved["env_config"] == {"length": 3}
+    report = last_json(distrl("eval", str(tmp_path), "--episodes", "3", "--json"))
+    assert report["returns"] == [3.0] * 3
+
+
+def test_a_module_that_cannot_be_imported_is_named():
+    out = distrl("train", "ppo", "--env", "distrl_user_envs:Countdown-v0",
+                 "--num-env-runners", "0", pythonpath="")
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert "cannot import module 'distrl_user_envs'" in out.stderr
+    assert "PYTHONPATH" in out.stderr
+
+
+def test_videos_of_every_episode(tmp_path):
+    pytest.importorskip("moviepy", reason="distrl[video] (moviepy) is not installed")
+    last_json(distrl("train", "ppo", "--env", "distrl_user_envs:Countdown-v0",
+                     "--num-env-runners", "0", "--num-envs-per-env-runner", "4", *SMALL,
+                     "--max-env-steps", "64", "--logdir", str(tmp_path / "run"), "--json"))
+    report = last_json(distrl("eval", str(tmp_path / "run"), "--episodes", "2", "--video",
+                              str(tmp_path / "videos"), "--json"))
+    assert report["returns"] == [5.0, 5.0]
+    videos = sorted(p.name for p in (tmp_path / "videos").glob("*.mp4"))
+    assert len(videos) == 2, videos
+    assert all((tmp_path / "videos" / v).stat().st_size > 0 for v in videos)
+
+
+def test_evaluation_every_n_iterations_and_stop_on_eval(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(ENVMODS)
+    cfg = PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=1, num_env_runners=0,
+                    num_envs_per_env_runner=4)
+    run = RunConfig(env="distrl_user_envs:Countdown-v0", env_config={"length": 4},
+                    evaluation_interval=2, evaluation_duration=3, max_env_steps=64 * 5,
+                    logdir=str(tmp_path / "a"), progress=False)
+    train_ppo(cfg, run)
+    rows = [json.loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows if "eval/episode_return_mean" in r] == [2, 4]
+    assert all(r["eval/episode_return_mean"] == 4.0 and r["eval/episodes"] == 3
+               for r in rows if "eval/episodes" in r)
+    # Training episodes return 4 from the first iteration on; only the evaluation at
+    # iteration 3 may stop the run.
+    result = train_ppo(cfg, RunConfig(env=run.env, env_config={"length": 4}, stop_return=4.0,
+                                      stop_on="eval", evaluation_interval=3,
+                                      logdir=str(tmp_path / "b"), progress=False))
+    assert result["stopped_by"] == "stop_return" and result["iteration"] == 3
