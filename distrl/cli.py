@@ -74,14 +74,14 @@ def main(argv: list[str] | None = None) -> None:
 def _train(args: list[str]) -> None:
     try:
         name, args = _pop_tuned(args)
-        algo = next((a for a in args if a in ALGORITHMS), None)
+        first = args[0] if args else None  # the subcommand, whose defaults --tuned picks
         subcommands = Union[tuple(  # noqa: UP007 (a Union built at run time)
-            Annotated[cmd, tyro.conf.subcommand(n, default=_default(name if n == algo else None,
-                                                                    n, cmd),
+            Annotated[cmd, tyro.conf.subcommand(n, default=_default(name, n, cmd, first),
                                                 description=ALGORITHMS[n].doc)]
             for n, cmd in COMMANDS.items())]
         cli = tyro.cli(subcommands, args=args, prog="distrl train",
                        config=(tyro.conf.OmitSubcommandPrefixes,))
+        algo = next(n for n, cmd in COMMANDS.items() if isinstance(cli, cmd))
         config = _tuned_envs(name, algo, cli.config, args)
         result = ALGORITHMS[algo].train()(config, cli.run)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
@@ -105,8 +105,8 @@ def _pop_tuned(args: list[str]) -> tuple[str | None, list[str]]:
     return None, args
 
 
-def _default(name: str | None, algo: str, cmd: type) -> Any:
-    if name is None:
+def _default(name: str | None, algo: str, cmd: type, chosen: str | None) -> Any:
+    if name is None or algo != chosen:
         return tyro.MISSING_NONPROP
     t = tuned(name, algo)
     return cmd(run=RunConfig(env=t.env, stop_return=t.stop_return), config=t.config)
@@ -115,7 +115,8 @@ def _default(name: str | None, algo: str, cmd: type) -> Any:
 def _tuned_envs(name: str | None, algo: str, config: Any, args: list[str]) -> Any:
     """A tuned entry's sub-envs split over the runner count the flags chose, unless
     the envs per runner were given too."""
-    if name is None or "--num-envs-per-env-runner" in " ".join(args):
+    flag = "--num-envs-per-env-runner"
+    if name is None or any(a == flag or a.startswith(flag + "=") for a in args):
         return config
     t = tuned(name, algo)
     if t.num_envs is None:

@@ -143,6 +143,7 @@ def _record(env: gym.Env, video_dir: str, prefix: str) -> gym.Env:
 def _play(model: ActorCritic, envs: gym.vector.VectorEnv, seed: int, explore: bool,
           out: Episodes) -> None:
     n = envs.num_envs
+    device = next(model.parameters()).device  # the learner's, during training
     to_env_action = env_action_fn(envs.single_action_space)
     generator = torch.Generator().manual_seed(seed)
     obs, _ = envs.reset(seed=seed)
@@ -150,7 +151,9 @@ def _play(model: ActorCritic, envs: gym.vector.VectorEnv, seed: int, explore: bo
     running = np.ones(n, dtype=bool)
     with torch.inference_mode():
         while running.any():
-            dist_inputs, _ = model(torch.as_tensor(np.asarray(obs, dtype=np.float32)))
+            dist_inputs, _ = model(torch.as_tensor(np.asarray(obs, dtype=np.float32),
+                                                   device=device))
+            dist_inputs = dist_inputs.cpu()
             actions = (model.dist.sample(dist_inputs, generator) if explore
                        else model.dist.greedy(dist_inputs))
             obs, rewards, terminated, truncated, _ = envs.step(to_env_action(actions.numpy()))

@@ -121,7 +121,7 @@ def _resumed_configs(ckpt: Checkpoint, config: Any, run: RunConfig) -> tuple[Any
     env = saved["run"]["env"]
     if env is None:  # a factory env travels in the trusted pickle
         env = ckpt.trusted("runners", "state.pkl")["env_factory"]
-    saved_run = dataclasses.replace(from_json(RunConfig, {**saved["run"], "env": "x"}), env=env)
+    saved_run = from_json(RunConfig, {**saved["run"], "env": env})
     if env_name(run.env) not in (env_name(RunConfig.env), env_name(env)):
         raise ValueError(
             f"a resumed run keeps its env: the checkpoint trained on {env_name(env)!r}, "
@@ -263,7 +263,8 @@ def save_run(start: Start, progress: Progress, policy: dict[str, Any],
     """The checkpoint components every algorithm writes; ``policy`` from policy_files()."""
     run = start.run
     factory = None if isinstance(run.env, str) else run.env
-    run_json = {**to_json(dataclasses.replace(run, env="x")), "env": None if factory else run.env,
+    # A factory is no JSON: the run's JSON says env=None, the trusted pickle holds it.
+    run_json = {**to_json(dataclasses.replace(run, env=None if factory else run.env)),
                 "env_name": env_name(run.env)}
     return save_checkpoint(
         start.logdir / "checkpoint", start.algo,

@@ -50,7 +50,13 @@ def train_ddppo(config: DDPPOConfig | None = None,
             model.load_state_dict(weights)
             optimizer = start.ckpt.tensors("learner", "state.pt")["optimizer"]
             group.set_learner_state({"model": weights, "optimizer": optimizer})
-            group.set_states(start.ckpt.trusted("runners", "state.pkl")["runner_states"])
+            states = start.ckpt.trusted("runners", "state.pkl")["runner_states"]
+            if len(states) == config.num_workers:
+                group.set_states(states)
+            else:
+                print(f"distrl: resume: {len(states)} saved worker states for "
+                      f"{config.num_workers} workers; the workers start fresh episodes",
+                      flush=True)
     except BaseException:
         group.close()
         raise

@@ -37,11 +37,13 @@ def test_bad_input_exits_with_a_message():
 
 def test_train_ddppo_json(tmp_path):
     out = distrl("train", "ddppo", "--num-workers", "2", "--num-envs-per-worker", "2",
+                 "--evaluation-interval", "1", "--evaluation-duration", "2",
                  "--rollout-fragment-length", "16", "--minibatch-size", "16",
                  "--max-env-steps", "100", "--logdir", str(tmp_path), "--json")
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["ddppo/world_size"] == 2 and result["learner/batch_size"] == 64
+    assert result["eval/episodes"] == 2  # the shared loop evaluates every algorithm
     assert result["env/steps_total"] >= 100
 
 

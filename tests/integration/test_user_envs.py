@@ -91,3 +91,15 @@ def test_evaluation_every_n_iterations_and_stop_on_eval(tmp_path, monkeypatch):
                                       stop_on="eval", evaluation_interval=3,
                                       logdir=str(tmp_path / "b"), progress=False))
     assert result["stopped_by"] == "stop_return" and result["iteration"] == 3
+
+
+def test_a_ray_node_that_cannot_import_the_env_module_is_named(ray_local, tmp_path,
+                                                                monkeypatch):
+    # The cluster started without the module on its path; only the driver can import it.
+    monkeypatch.syspath_prepend(ENVMODS)
+    cfg = PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=1, num_env_runners=1,
+                    num_envs_per_env_runner=4)
+    with pytest.raises(RuntimeError, match=r"env_runners 0 failed to start: .*cannot import "
+                                           r"module 'distrl_user_envs' on .*PYTHONPATH"):
+        train_ppo(cfg, RunConfig(env="distrl_user_envs:Countdown-v0", max_env_steps=64,
+                                 logdir=str(tmp_path), progress=False))

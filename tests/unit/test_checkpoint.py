@@ -100,3 +100,15 @@ def test_a_crash_between_the_renames_still_finds_the_previous_checkpoint(tmp_pat
     aside.mkdir()
     os.rename(tmp_path / "checkpoint", aside / "checkpoint")  # the first rename happened
     assert find_checkpoint(tmp_path) == aside / "checkpoint"
+
+
+def test_stochastic_evaluation_samples_where_greedy_does_not(tmp_path):
+    train_small(tmp_path, env=ActionIsReward)
+    weights = tmp_path / "checkpoint" / "policy" / "weights.pt"
+    state = torch.load(weights, weights_only=True)
+    state["pi.2.weight"].zero_()
+    state["pi.2.bias"].copy_(torch.tensor([0.1, 0.0]))  # argmax 0, yet nearly 50/50
+    torch.save(state, weights)
+    assert evaluate(tmp_path, episodes=8, env=ActionIsReward) == [0.0] * 8
+    sampled = evaluate(tmp_path, episodes=8, env=ActionIsReward, explore=True)
+    assert 0.0 < sum(sampled) / 8 < 5.0  # 40 actions at ~50%: all-0 or all-1 has p ~ 1e-12
