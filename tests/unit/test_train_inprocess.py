@@ -126,3 +126,9 @@ def test_resume_refuses_another_env_or_algorithm(tmp_path):
         train_ppo(SMALL, run(tmp_path, env="Acrobot-v1", resume=str(tmp_path)))
     with pytest.raises(ValueError, match=r"checkpoint of a 'ppo' run, not 'ddppo'.*train ppo"):
         train_ddppo(None, run(tmp_path, resume=str(tmp_path)))
+
+
+def test_the_environment_variable_caps_every_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("DISTRL_MAX_ENV_STEPS", "100")
+    result = train_ppo(SMALL, run(tmp_path, max_env_steps=10**9))
+    assert result["stopped_by"] == "max_env_steps" and 100 <= result["env/steps_total"] < 200
