@@ -20,7 +20,7 @@ from distrl.train import ALGORITHMS
 from distrl.tuned import tuned
 
 USAGE = f"""usage: distrl train {{{",".join(ALGORITHMS)}}} [--help] [--tuned NAME] [FLAGS]
-       distrl eval CHECKPOINT [--episodes N] [--seed S]
+       distrl eval RUN [--episodes N] [--stochastic] [--video DIR] [--render] [--json]
 """
 
 

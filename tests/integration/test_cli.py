@@ -85,3 +85,11 @@ def test_an_unreachable_address_is_one_line_naming_it():
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert "cannot reach a Ray cluster at '127.0.0.1:9'" in out.stderr
     assert time.perf_counter() - t0 < 60
+
+
+def test_each_run_gets_its_own_ray_namespace():
+    code = ("import ray\nfrom distrl.runtime.ray_runners import init_ray\n"
+            "init_ray(None, 1)\nprint(ray.get_runtime_context().namespace)\n")
+    names = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, check=True).stdout.split()[-1] for _ in range(2)]
+    assert all(n.startswith("distrl-") for n in names) and names[0] != names[1]
