@@ -75,3 +75,40 @@ class PPOBatch:
 
     def index(self, idx: torch.Tensor) -> PPOBatch:
         return PPOBatch(*(getattr(self, f.name)[idx] for f in fields(self)))
+
+
+@dataclass
+class NStepFragment:
+    """What an Ape-X actor sends to a replay shard: n-step transitions whose
+    observations are rows of ``frames``, each distinct frame stored once.
+
+    S = frames per observation: the stack depth for frame-stacked image observations
+    (obs = ``frames[obs_idx[i]]``, shape ``[S, *frame_shape]``), 1 otherwise (then a frame
+    is a whole observation). Consecutive stacks share S-1 frames, and ``next_obs`` is
+    another transition's ``obs``: indices instead of copies keep a stored Atari transition
+    at about one 84x84 frame.
+    """
+
+    frames: np.ndarray  # [F, *frame_shape] in the observation's dtype (uint8 for images)
+    obs_idx: np.ndarray  # [B, S] int64 rows of ``frames`` that make the observation
+    next_idx: np.ndarray  # [B, S] int64 rows that make the observation k steps later
+    actions: np.ndarray  # [B] int64 action index
+    rewards: np.ndarray  # [B] float32 sum_{j<k} gamma**j r_{t+j}
+    discounts: np.ndarray  # [B] float32 gamma**k; 0 when the episode terminated
+
+    def __len__(self) -> int:
+        return int(self.actions.shape[0])
+
+
+@dataclass
+class Transitions:
+    """Sampled n-step transitions with observations rebuilt from their frames (numpy)."""
+
+    obs: np.ndarray  # [B, *obs_shape]
+    actions: np.ndarray  # [B] int64
+    rewards: np.ndarray  # [B] float32
+    next_obs: np.ndarray  # [B, *obs_shape]
+    discounts: np.ndarray  # [B] float32: the bootstrap's weight, gamma**k or 0
+
+    def __len__(self) -> int:
+        return int(self.actions.shape[0])
