@@ -12,6 +12,8 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "ApexConfig": "distrl.algos.apex",
+    "train_apex": "distrl.train.apex",
     "PPOConfig": "distrl.algos.ppo",
     "DDPPOConfig": "distrl.algos.ddppo",
     "train_ddppo": "distrl.train.ddppo",

@@ -19,9 +19,11 @@ import torch
 from distrl.checkpoint import Checkpoint, space_from_json
 from distrl.config import RunConfig, from_json
 from distrl.envs import EnvSpec, make_vec_env, resolve_env
-from distrl.nets import ActorCritic, ModelConfig
+from distrl.nets import ActorCritic, ModelConfig, QNetwork
+from distrl.policy_cache import builder_for
 from distrl.sampling import env_action_fn
 
+PolicyNet = ActorCritic | QNetwork
 MAX_PARALLEL = 16
 VIDEO_EXTRA = "pip install 'distrl[video]' (moviepy writes the MP4s)"
 
@@ -66,7 +68,7 @@ def run_episodes(checkpoint: str | Path, episodes: int = 10, seed: int = 0,
     return _play_one_by_one(model, env, env_config, episodes, seed, explore, video_dir)
 
 
-def evaluation_metrics(model: ActorCritic, run: RunConfig) -> dict[str, float]:
+def evaluation_metrics(model: PolicyNet, run: RunConfig) -> dict[str, float]:
     """The eval/ metrics of one evaluation during training (seeds fixed per run, so
     evaluations at different iterations are comparable)."""
     t0 = time.perf_counter()
@@ -77,18 +79,17 @@ def evaluation_metrics(model: ActorCritic, run: RunConfig) -> dict[str, float]:
             "eval/episodes": len(eps.returns), "eval/time_s": time.perf_counter() - t0}
 
 
-def load_policy(ckpt: Checkpoint) -> ActorCritic:
+def load_policy(ckpt: Checkpoint) -> PolicyNet:
     """The checkpoint's policy network, from JSON and tensors only."""
     spec = ckpt.json("policy", "policy.json")
-    if spec["builder"] != "actor_critic":
-        raise ValueError(f"cannot evaluate a {spec['builder']!r} policy yet")
-    model = ActorCritic(space_from_json(spec["obs_space"]), space_from_json(spec["act_space"]),
-                        from_json(ModelConfig, spec["model"]))
+    build = builder_for(spec["builder"])
+    model = build(space_from_json(spec["obs_space"]), space_from_json(spec["act_space"]),
+                  from_json(ModelConfig, spec["model"]))
     model.load_state_dict(ckpt.tensors("policy", "weights.pt"))
     return model.requires_grad_(False)
 
 
-def play(model: ActorCritic, env: EnvSpec, env_config: dict[str, Any], episodes: int,
+def play(model: PolicyNet, env: EnvSpec, env_config: dict[str, Any], episodes: int,
          seed: int, explore: bool = False) -> Episodes:
     """``episodes`` episodes, up to MAX_PARALLEL at a time, each sub-env playing exactly
     one (so short episodes are not over-counted)."""
@@ -103,7 +104,7 @@ def play(model: ActorCritic, env: EnvSpec, env_config: dict[str, Any], episodes:
     return out
 
 
-def _play_one_by_one(model: ActorCritic, env: EnvSpec, env_config: dict[str, Any],
+def _play_one_by_one(model: PolicyNet, env: EnvSpec, env_config: dict[str, Any],
                      episodes: int, seed: int, explore: bool, video_dir: str | None) -> Episodes:
     render_mode = "rgb_array" if video_dir else "human"
     out = Episodes()
@@ -140,7 +141,18 @@ def _record(env: gym.Env, video_dir: str, prefix: str) -> gym.Env:
         raise ValueError(f"recording videos needs moviepy: {VIDEO_EXTRA} ({err})") from None
 
 
-def _play(model: ActorCritic, envs: gym.vector.VectorEnv, seed: int, explore: bool,
+def _actions(model: PolicyNet, obs: torch.Tensor, explore: bool,
+             generator: torch.Generator) -> torch.Tensor:
+    if isinstance(model, QNetwork):
+        if explore:
+            raise ValueError("a Q-network (Ape-X) has no stochastic policy: evaluate it "
+                             "greedily (drop --stochastic / evaluation_explore).")
+        return model.greedy(obs).cpu()
+    dist_inputs = model(obs)[0].cpu()
+    return model.dist.sample(dist_inputs, generator) if explore else model.dist.greedy(dist_inputs)
+
+
+def _play(model: PolicyNet, envs: gym.vector.VectorEnv, seed: int, explore: bool,
           out: Episodes) -> None:
     n = envs.num_envs
     device = next(model.parameters()).device  # the learner's, during training
@@ -151,11 +163,7 @@ def _play(model: ActorCritic, envs: gym.vector.VectorEnv, seed: int, explore: bo
     running = np.ones(n, dtype=bool)
     with torch.inference_mode():
         while running.any():
-            dist_inputs, _ = model(torch.as_tensor(np.asarray(obs, dtype=np.float32),
-                                                   device=device))
-            dist_inputs = dist_inputs.cpu()
-            actions = (model.dist.sample(dist_inputs, generator) if explore
-                       else model.dist.greedy(dist_inputs))
+            actions = _actions(model, torch.as_tensor(obs, device=device), explore, generator)
             obs, rewards, terminated, truncated, _ = envs.step(to_env_action(actions.numpy()))
             total += np.where(running, rewards, 0.0)
             length += running

@@ -154,6 +154,15 @@ def _apply_given(saved: Any, given: Any, default: Any, skip: tuple[str, ...],
     return dataclasses.replace(saved, **changes)
 
 
+def learner_device(name: str) -> torch.device:
+    """RunConfig.device as a torch device ("auto": CUDA when torch sees one)."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but torch sees no CUDA device; use device='cpu' or 'auto'.")
+    return torch.device(name)
+
+
 def _logdir(algo: str, run: RunConfig, ckpt: Checkpoint | None) -> Path:
     if run.logdir is not None:
         return Path(run.logdir)

@@ -20,23 +20,35 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+NATURE_CONV = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+"""Mnih et al. 2015's encoder: (out_channels, kernel, stride) per layer, for 84x84 frames."""
+
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Fully connected actor-critic; RLlib's names where RLlib has one."""
+    """Networks; RLlib's names where RLlib has one. Image observations (see is_image) go
+    through a conv stack first; the dense layers (hiddens) follow it (Nature DQN: 512)."""
 
     hiddens: tuple[int, ...] = (64, 64)
-    """Hidden layer sizes of the policy (and value) MLP."""
+    """Hidden layer sizes of the policy (and value) MLP, after the conv stack for images."""
     activation: Literal["tanh", "relu"] = "tanh"
     """Activation between hidden layers."""
     vf_share_layers: bool = False
     """Share the hidden layers between policy and value function (then tune vf_loss_coeff)."""
+    conv_filters: tuple[tuple[int, int, int], ...] | None = None
+    """Conv layers for image observations as (out_channels, kernel, stride); None: Nature
+    DQN's ((32, 8, 4), (64, 4, 2), (64, 3, 1)). Ignored for flat observations."""
 
     def __post_init__(self) -> None:
         if not self.hiddens or any(h <= 0 for h in self.hiddens):
             raise ValueError(
                 f"`hiddens` {self.hiddens} must be non-empty positive sizes, e.g. (64, 64)."
             )
+        if self.conv_filters is not None and (
+                not self.conv_filters or any(len(f) != 3 or min(f) <= 0
+                                             for f in self.conv_filters)):
+            raise ValueError(f"`conv_filters` {self.conv_filters} must be (out_channels, "
+                             "kernel, stride) triples of positive ints, e.g. ((16, 8, 4),).")
 
 
 class Categorical:
@@ -126,10 +138,69 @@ def check_spaces(obs_space: gym.Space, act_space: gym.Space) -> None:
         )
 
 
+def is_image(space: gym.Space) -> bool:
+    """Image observations get a conv encoder: a uint8 Box of 2 (H, W) or 3 dims, channel
+    first (C, H, W) as FrameStackObservation gives, or channel last (H, W, C <= 4)."""
+    return (isinstance(space, gym.spaces.Box) and space.dtype == np.uint8
+            and len(space.shape) in (2, 3))
+
+
+class ConvEncoder(nn.Module):
+    """Conv stack + flatten over uint8 images, scaled to [0, 1] inside (the replay and
+    the env runners keep frames as uint8: 4x less memory and copying)."""
+
+    def __init__(self, space: gym.spaces.Box, filters: tuple[tuple[int, int, int], ...]):
+        super().__init__()
+        shape = tuple(space.shape)
+        self.channels_last = len(shape) == 3 and shape[-1] <= 4 < shape[0]
+        if len(shape) == 2:
+            shape = (1, *shape)
+        elif self.channels_last:
+            shape = (shape[2], shape[0], shape[1])
+        self.in_shape = shape
+        layers, channels = [], shape[0]
+        for out, kernel, stride in filters:
+            layers += [nn.Conv2d(channels, out, kernel, stride), nn.ReLU()]
+            channels = out
+        self.convs = nn.Sequential(*layers, nn.Flatten())
+        with torch.no_grad():
+            self.out_dim = int(self.convs(torch.zeros(1, *shape)).shape[-1])
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.float() / 255.0
+        if self.channels_last:
+            x = x.permute(0, 3, 1, 2)
+        return self.convs(x.reshape(x.shape[0], *self.in_shape))
+
+
 def discrete_start(space: gym.Space) -> int:
     """The value of index 0 of a Discrete space (gymnasium's ``start``; 0 otherwise):
     networks see index = value - start, envs get value = index + start."""
     return int(space.start) if isinstance(space, gym.spaces.Discrete) else 0
+
+
+def encoder_for(obs_space: gym.Space, cfg: ModelConfig) -> ConvEncoder | None:
+    return ConvEncoder(obs_space, cfg.conv_filters or NATURE_CONV) if is_image(obs_space) else None
+
+
+def input_dim(obs_space: gym.Space, encoder: ConvEncoder | None) -> int:
+    """Width of what the dense layers see: conv features, a one-hot, or the flat obs."""
+    if encoder is not None:
+        return encoder.out_dim
+    if isinstance(obs_space, gym.spaces.Discrete):
+        return int(obs_space.n)
+    return int(np.prod(obs_space.shape))
+
+
+def encode(obs: torch.Tensor, encoder: ConvEncoder | None, discrete: bool, start: int,
+           dim: int) -> torch.Tensor:
+    """Observations -> float features [B, dim] for the dense layers."""
+    if encoder is not None:
+        return encoder(obs)
+    if discrete:
+        # Discrete(n, start) observations take values start..start+n-1; one_hot needs 0..n-1.
+        return F.one_hot(obs.long().reshape(-1) - start, dim).float()
+    return obs.reshape(obs.shape[0], -1).float()
 
 
 def _init(layer: nn.Linear, gain: float) -> nn.Linear:
@@ -156,9 +227,9 @@ class ActorCritic(nn.Module):
         super().__init__()
         check_spaces(obs_space, act_space)
         self.discrete_obs = isinstance(obs_space, gym.spaces.Discrete)
-        # Discrete(n, start) observations take values start..start+n-1; one_hot needs 0..n-1.
         self.obs_start = discrete_start(obs_space)
-        self.obs_dim = int(obs_space.n) if self.discrete_obs else int(np.prod(obs_space.shape))
+        self.encoder = encoder_for(obs_space, cfg)
+        self.obs_dim = input_dim(obs_space, self.encoder)
         self.dist: Distribution = (
             Categorical if isinstance(act_space, gym.spaces.Discrete) else DiagGaussian
         )
@@ -208,13 +279,9 @@ class ActorCritic(nn.Module):
         this call: one skeleton can then act for many policies whose weights live
         elsewhere, e.g. as views of shared memory (distrl.policy_cache).
         """
-        if self.discrete_obs:
-            index = obs.long().reshape(-1)
-            if self.obs_start:
-                index = index - self.obs_start
-            x = F.one_hot(index, self.obs_dim).float()
-        else:
-            x = obs.reshape(obs.shape[0], -1).float()
+        if self.encoder is not None and params is not None:
+            raise ValueError("weights from `params` are not supported for conv networks")
+        x = encode(obs, self.encoder, self.discrete_obs, self.obs_start, self.obs_dim)
         if params is None:
             (shared, pi, vf), log_std = self._params, self.log_std
         else:
@@ -233,3 +300,40 @@ class ActorCritic(nn.Module):
         actions = self.dist.sample(dist_inputs, generator)
         logp = self.dist.log_prob(dist_inputs, actions)
         return actions, {"logp": logp, "dist_inputs": dist_inputs, "values": values}
+
+
+class QNetwork(nn.Module):
+    """Q-values [B, n_actions] for a Discrete action space: encoder, dense layers
+    (ModelConfig.hiddens) and a Q head, or with ``dueling`` (Wang et al. 2016) a value
+    and an advantage head combined as Q = V + A - mean(A)."""
+
+    def __init__(self, obs_space: gym.Space, act_space: gym.Space, cfg: ModelConfig,
+                 dueling: bool = True):
+        super().__init__()
+        check_spaces(obs_space, act_space)
+        if not isinstance(act_space, gym.spaces.Discrete):
+            raise ValueError(f"DQN needs a Discrete action space, not {act_space}; use PPO "
+                             "(`distrl train ppo`) for Box actions.")
+        self.discrete_obs = isinstance(obs_space, gym.spaces.Discrete)
+        self.obs_start = discrete_start(obs_space)
+        self.encoder = encoder_for(obs_space, cfg)
+        self.obs_dim = input_dim(obs_space, self.encoder)
+        self.activation = torch.tanh if cfg.activation == "tanh" else torch.relu
+        sizes = [self.obs_dim, *cfg.hiddens]
+        n = int(act_space.n)
+        self.hidden = _layers(sizes[:-1], sizes[-1], math.sqrt(2))
+        self.advantage = _init(nn.Linear(sizes[-1], n), 1.0)
+        self.value = _init(nn.Linear(sizes[-1], 1), 1.0) if dueling else None
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = encode(obs, self.encoder, self.discrete_obs, self.obs_start, self.obs_dim)
+        for layer in self.hidden:
+            x = self.activation(F.linear(x, layer.weight, layer.bias))
+        a = F.linear(x, self.advantage.weight, self.advantage.bias)
+        if self.value is None:
+            return a
+        v = F.linear(x, self.value.weight, self.value.bias)
+        return v + a - a.mean(-1, keepdim=True)
+
+    def greedy(self, obs: torch.Tensor) -> torch.Tensor:
+        return self(obs).argmax(-1)

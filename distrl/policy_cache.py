@@ -9,6 +9,7 @@ side is distrl.runtime.policy_store.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
@@ -20,10 +21,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from distrl.nets import ActorCritic, ModelConfig
+from distrl.nets import ActorCritic, ModelConfig, QNetwork
 
 Builder = Callable[[gym.Space, gym.Space, Any], nn.Module]
-_BUILDERS: dict[str, Builder] = {"actor_critic": ActorCritic}
+_BUILDERS: dict[str, Builder] = {
+    "actor_critic": ActorCritic,
+    "q_network": functools.partial(QNetwork, dueling=False),
+    "dueling_q_network": functools.partial(QNetwork, dueling=True),
+}
 
 
 def register_builder(name: str, fn: Builder) -> None:

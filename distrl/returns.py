@@ -36,3 +36,43 @@ def gae(
         adv[t] = last
     return adv, adv + values[:-1]
 
+
+
+def n_step(
+    rewards: np.ndarray,  # [T, N]
+    terminated: np.ndarray,  # [T, N] bool
+    truncated: np.ndarray,  # [T, N] bool
+    valid: np.ndarray,  # [T, N] bool: False on reset rows
+    gamma: float,
+    n: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """n-step transitions, one per valid row: ``(t, env, k, reward, discount)``, each [B],
+    ordered time-major.
+
+    ``reward = sum_{j<k} gamma**j r[t+j]`` over ``k <= n`` steps that stop at the step
+    ending the episode (included) and at the fragment's end (``t + k <= T``): the
+    bootstrap obs is ``obs[t + k]`` (the fragment's next_obs when ``t + k == T``).
+    ``discount = gamma**k``, or 0 when the episode terminated within the k steps (a
+    truncation bootstraps).
+    """
+    T, N = rewards.shape
+    done = terminated | truncated
+    reward = np.zeros((T, N), dtype=np.float64)
+    k = np.zeros((T, N), dtype=np.int64)
+    open_ = np.ones((T, N), dtype=bool)  # still summing
+    ended_term = np.zeros((T, N), dtype=bool)
+    rows = np.arange(T)
+    for j in range(n):  # a loop over n; every (t, env) moves one step at a time
+        idx = rows + j
+        inside = idx < T
+        live = open_ & inside[:, None]
+        src = np.minimum(idx, T - 1)
+        reward += np.where(live, gamma**j * rewards[src], 0.0)
+        k += live
+        stop = live & done[src]
+        ended_term |= live & terminated[src]
+        open_ &= ~stop & inside[:, None]
+    t, env = np.nonzero(valid)
+    kk = k[t, env]
+    discount = np.where(ended_term[t, env], 0.0, gamma ** kk.astype(np.float64))
+    return (t, env, kk, reward[t, env].astype(np.float32), discount.astype(np.float32))

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from distrl.algos.apex import ApexConfig
 from distrl.algos.ddppo import DDPPOConfig
 from distrl.algos.ppo import PPOConfig
 
@@ -39,4 +40,6 @@ ALGORITHMS: dict[str, Algorithm] = {
                      "PPO: env runners sample, one learner in the driver updates."),
     "ddppo": Algorithm(DDPPOConfig, "distrl.train.ddppo:train_ddppo",
                        "DD-PPO: every worker samples and trains; gradients are all-reduced."),
+    "apex": Algorithm(ApexConfig, "distrl.train.apex:train_apex",
+                      "Ape-X DQN: epsilon-ladder actors, sharded prioritized replay, a learner."),
 }

@@ -17,7 +17,15 @@ from distrl.config import RunConfig
 from distrl.env_runner import EnvRunner, LocalRunnerGroup, seed_for
 from distrl.envs import env_spaces
 from distrl.learner import Learner
-from distrl.loop import Progress, Start, drive, policy_files, save_run, start_run
+from distrl.loop import (
+    Progress,
+    Start,
+    drive,
+    learner_device,
+    policy_files,
+    save_run,
+    start_run,
+)
 from distrl.nets import ActorCritic
 from distrl.types import PPOBatch, Rollout
 
@@ -30,7 +38,7 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None) -> 
     """
     start = start_run("ppo", config or PPOConfig(), run or RunConfig())
     config, run = start.config, start.run
-    device = _device(run.device)
+    device = learner_device(run.device)
     runners, ray_start_s = _make_runners(config, run)
     try:
         obs_space, act_space = (runners.runner.spaces() if isinstance(runners, LocalRunnerGroup)
@@ -104,14 +112,6 @@ def _make_runners(config: PPOConfig, run: RunConfig):
     ray_start_s = init_ray(run.address, cpus)
     group = RayRunnerGroup(kwargs, config.num_env_runners, config.num_cpus_per_env_runner, run)
     return group, ray_start_s
-
-
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' but torch sees no CUDA device; use device='cpu' or 'auto'.")
-    return torch.device(name)
 
 
 def _restore(start: Start, learner: Learner, generator: torch.Generator, runners) -> None:

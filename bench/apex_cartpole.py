@@ -1,0 +1,139 @@
+"""Wall-clock seconds of training until a greedy evaluation (20 episodes) reaches a mean
+return of 475 on CartPole-v1: distrl Ape-X (2 actors on a local Ray, the tuned
+"cartpole" entry) next to Stable-Baselines3 DQN with rl-zoo3's CartPole hyperparameters.
+
+Evaluation time is excluded from both: each system evaluates on its own env instances
+at a fixed cadence and the time spent evaluating is subtracted. Every trial runs in a
+fresh subprocess, interleaved by seed. One JSON line per trial, then the summary as the
+last line.
+
+    python bench/apex_cartpole.py [--seeds 0 1 2] [--cap-s 600]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+OUT = Path(__file__).parent / "out"
+TARGET = 475.0
+EPISODES = 20
+SYSTEMS = ("sb3_dqn", "distrl_apex")
+SB3_EVAL_EVERY = 2_000  # env steps between SB3's evaluations
+
+
+def run_distrl(seed: int, cap_s: float) -> dict:
+    from distrl import RunConfig, train_apex
+    from distrl.metrics import read_jsonl
+    from distrl.tuned import tuned
+
+    logdir = OUT / f"runs/apex_{seed}"
+    shutil.rmtree(logdir, ignore_errors=True)
+    t = tuned("cartpole", "apex")
+    r = train_apex(t.config, RunConfig(
+        env=t.env, seed=seed, stop_return=TARGET, stop_on="eval", evaluation_interval=1,
+        evaluation_duration=EPISODES, max_env_steps=t.env_step_budget * 4,
+        logdir=str(logdir), progress=False, num_torch_threads=1))
+    rows = read_jsonl(logdir / "metrics.jsonl")
+    eval_s = sum(x.get("eval/time_s", 0.0) for x in rows)
+    train_s = r["time/total_s"] - eval_s
+    return {"reached": r["stopped_by"] == "stop_return", "train_s": train_s,
+            "eval_s": eval_s, "env_steps": r["env/steps_total"],
+            "ray_start_s": r["ray_start_s"],
+            "curve": [(x["time/total_s"], x.get("eval/episode_return_mean")) for x in rows]}
+
+
+def run_sb3(seed: int, cap_s: float) -> dict:
+    """rl-zoo3's hyperparams/dqn.yml entry for CartPole-v1 (50k steps)."""
+    import gymnasium as gym
+    import numpy as np
+    from stable_baselines3 import DQN
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    class EvalUntil(BaseCallback):
+        def _on_training_start(self) -> None:
+            self.t0, self.eval_s, self.hit, self.curve = time.perf_counter(), 0.0, False, []
+            self.env = gym.make("CartPole-v1")
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps % SB3_EVAL_EVERY:
+                return True
+            e0 = time.perf_counter()
+            returns, _ = evaluate_policy(self.model, self.env, n_eval_episodes=EPISODES,
+                                         deterministic=True, return_episode_rewards=True)
+            self.eval_s += time.perf_counter() - e0
+            mean = float(np.mean(returns))
+            self.curve.append((time.perf_counter() - self.t0 - self.eval_s, mean))
+            self.hit = mean >= TARGET
+            return not self.hit and self.curve[-1][0] < cap_s
+
+    model = DQN("MlpPolicy", gym.make("CartPole-v1"), learning_rate=2.3e-3, batch_size=64,
+                buffer_size=100_000, learning_starts=1_000, gamma=0.99,
+                target_update_interval=10, train_freq=256, gradient_steps=128,
+                exploration_fraction=0.16, exploration_final_eps=0.04,
+                policy_kwargs={"net_arch": [256, 256]}, seed=seed, device="cpu")
+    cb = EvalUntil()
+    model.learn(total_timesteps=200_000, callback=cb)  # 4x rl-zoo's 50k, stopped at 475
+    train_s = time.perf_counter() - cb.t0 - cb.eval_s
+    return {"reached": cb.hit, "train_s": train_s, "eval_s": cb.eval_s,
+            "env_steps": model.num_timesteps, "curve": cb.curve}
+
+
+def one(system: str, seed: int, cap_s: float) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    result = run_sb3(seed, cap_s) if system == "sb3_dqn" else run_distrl(seed, cap_s)
+    if not result["reached"]:
+        result["train_s"] = max(result["train_s"], cap_s)  # a miss counts as the cap
+    return {"system": system, "seed": seed, **result}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--cap-s", type=float, default=600.0)
+    ap.add_argument("--one", choices=SYSTEMS)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(one(args.one, args.seed, args.cap_s)))
+        return
+    OUT.mkdir(exist_ok=True)
+    trials = []
+    for seed in args.seeds:
+        for system in SYSTEMS:
+            out = subprocess.run(
+                [sys.executable, __file__, "--one", system, "--seed", str(seed),
+                 "--cap-s", str(args.cap_s)], capture_output=True, text=True, check=True)
+            trial = json.loads(out.stdout.strip().splitlines()[-1])
+            trials.append(trial)
+            print(json.dumps({k: v for k, v in trial.items() if k != "curve"}), flush=True)
+    (OUT / "apex_cartpole_curves.json").write_text(json.dumps(trials))
+    print(json.dumps(summary(trials)))
+
+
+def summary(trials: list[dict]) -> dict:
+    def of(system: str, key: str) -> list:
+        return [t[key] for t in trials if t["system"] == system]
+
+    med = {s: statistics.median(of(s, "train_s")) for s in SYSTEMS}
+    return {
+        "distrl_median_s": med["distrl_apex"], "sb3_median_s": med["sb3_dqn"],
+        "ratio": med["distrl_apex"] / med["sb3_dqn"],
+        "all_reached": all(t["reached"] for t in trials),
+        "per_seed": {s: {"seed": of(s, "seed"), "train_s": of(s, "train_s"),
+                         "env_steps": of(s, "env_steps"), "reached": of(s, "reached")}
+                     for s in SYSTEMS},
+    }
+
+
+if __name__ == "__main__":
+    main()
