@@ -171,7 +171,8 @@ class DQNLearner:
         return td_abs.cpu().numpy(), self.last_metrics
 
     def _tensor(self, x: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(x, device=self.device)
+        # Batches from Ray's object store are read-only; torch wants writable memory.
+        return torch.as_tensor(np.require(x, requirements="W"), device=self.device)
 
     def weights(self) -> Weights:
         """A consistent copy of the online net's weights (what actors load)."""

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 EnvSpec = str | Callable[..., gym.Env]
 """A registered gymnasium id ("CartPole-v1"); "module:EnvId" (gymnasium's convention: the
@@ -19,9 +20,16 @@ which work from the CLI and travel to every Ray node as a string; or, from Pytho
 factory returning an Env. env_config is passed to gym.make or the factory as kwargs."""
 
 
+ATARI_EXTRA = "pip install 'distrl[atari]'"
+FRAME_STACK = 4
+
+
 def resolve_env(env: EnvSpec) -> str | Callable[..., gym.Env]:
     """A registered id or a callable; "module:name" imports the module first (on whichever
-    process makes the env: the driver, or an actor on any Ray node)."""
+    process makes the env: the driver, or an actor on any Ray node); "ALE/..." registers
+    ale-py's Atari envs."""
+    if is_atari(env):
+        _register_atari()
     if not isinstance(env, str) or ":" not in env:
         return env
     module_name, name = env.split(":", 1)
@@ -42,6 +50,34 @@ def resolve_env(env: EnvSpec) -> str | Callable[..., gym.Env]:
                      f"gymnasium and has no callable {name!r}.")
 
 
+def is_atari(env: EnvSpec) -> bool:
+    return isinstance(env, str) and env.startswith("ALE/")
+
+
+def _register_atari() -> None:
+    try:
+        import ale_py
+    except ImportError:
+        raise ValueError(f"Atari envs need ale-py (ROMs included): {ATARI_EXTRA}") from None
+    gym.register_envs(ale_py)
+
+
+def make_atari(env_id: str, clip_rewards: bool = True, **kwargs: Any) -> gym.Env:
+    """DeepMind's preprocessing (Mnih et al. 2015, Machado et al. 2018) with gymnasium's
+    wrappers: up to 30 no-op starts, frame skip 4 with a max over the last two frames,
+    84x84 grey, 4 stacked frames (uint8, (4, 84, 84)); rewards clipped to their sign for
+    learning. RecordEpisodeStatistics sits below the clipping, so the episode returns
+    distrl reports (info["episode"]) are the game's score."""
+    env = gym.make(env_id, frameskip=1, **kwargs)  # AtariPreprocessing does the skipping
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
+                                          grayscale_obs=True, scale_obs=False)
+    env = gym.wrappers.FrameStackObservation(env, FRAME_STACK)
+    env = gym.wrappers.RecordEpisodeStatistics(env)
+    if clip_rewards:
+        env = gym.wrappers.TransformReward(env, lambda r: float(np.sign(r)))
+    return env
+
+
 def check_env_id(env: EnvSpec) -> None:
     """Raise ValueError for an unregistered id, suggesting the closest registered ids."""
     env = resolve_env(env)
@@ -55,18 +91,23 @@ def check_env_id(env: EnvSpec) -> None:
     )
 
 
-def make_vec_env(env: EnvSpec, num_envs: int,
-                 env_config: dict[str, Any] | None = None) -> gym.vector.VectorEnv:
+def make_vec_env(env: EnvSpec, num_envs: int, env_config: dict[str, Any] | None = None,
+                 clip_rewards: bool = True) -> gym.vector.VectorEnv:
     """A vector env with NEXT_STEP autoreset (gymnasium's default; see returns.py).
 
     Envs that register a native vector implementation (CartPole's is plain numpy over
     all sub-envs) use it: one vectorised step instead of N Python steps. Others run
     in-process (SyncVectorEnv): on small envs, subprocesses (AsyncVectorEnv) cost more in
     pickling and wake-ups than they save, and parallelism comes from env runners instead.
+    "ALE/..." ids get make_atari's preprocessing (``clip_rewards`` for learning; off
+    for evaluation).
     """
     check_env_id(env)
     maker, kwargs = resolve_env(env), env_config or {}
-    if isinstance(maker, str):
+    if is_atari(env):
+        vec = gym.vector.SyncVectorEnv([functools.partial(
+            make_atari, env, clip_rewards=clip_rewards, **kwargs)] * num_envs)
+    elif isinstance(maker, str):
         spec = gym.spec(maker)
         mode = "vector_entry_point" if spec.vector_entry_point is not None else "sync"
         vec = gym.make_vec(maker, num_envs=num_envs, vectorization_mode=mode, **kwargs)

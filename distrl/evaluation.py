@@ -18,7 +18,7 @@ import torch
 
 from distrl.checkpoint import Checkpoint, space_from_json
 from distrl.config import RunConfig, from_json
-from distrl.envs import EnvSpec, make_vec_env, resolve_env
+from distrl.envs import EnvSpec, is_atari, make_atari, make_vec_env, resolve_env
 from distrl.nets import ActorCritic, ModelConfig, QNetwork
 from distrl.policy_cache import builder_for
 from distrl.sampling import env_action_fn
@@ -96,7 +96,7 @@ def play(model: PolicyNet, env: EnvSpec, env_config: dict[str, Any], episodes: i
     out = Episodes()
     while len(out.returns) < episodes:
         n = min(MAX_PARALLEL, episodes - len(out.returns))
-        envs = make_vec_env(env, n, env_config)
+        envs = make_vec_env(env, n, env_config, clip_rewards=False)  # the real score
         try:
             _play(model, envs, seed + len(out.returns), explore, out)
         finally:
@@ -123,6 +123,8 @@ def _play_one_by_one(model: PolicyNet, env: EnvSpec, env_config: dict[str, Any],
 def _single_env(env: EnvSpec, env_config: dict[str, Any], render_mode: str) -> gym.Env:
     maker = resolve_env(env)
     try:
+        if is_atari(env):
+            return make_atari(env, clip_rewards=False, render_mode=render_mode, **env_config)
         if isinstance(maker, str):
             return gym.make(maker, render_mode=render_mode, **env_config)
         return maker(render_mode=render_mode, **env_config)

@@ -70,6 +70,9 @@ class EnvLoop:
         self.envs = make_vec_env(env, num_envs, env_config)
         self.num_envs = num_envs
         self.to_env_action = env_action_fn(self.envs.single_action_space)
+        # uint8 images stay uint8 (the networks scale them): 4x less memory and copying.
+        space = self.envs.single_observation_space
+        self.obs_dtype = np.uint8 if getattr(space, "dtype", None) == np.uint8 else np.float32
         self.obs, _ = self.envs.reset(seed=seed)
         self.prev_done = np.zeros(num_envs, dtype=bool)  # next step of this env is a reset
         self.ep_return = np.zeros(num_envs, dtype=np.float64)
@@ -110,7 +113,7 @@ class EnvLoop:
             terminated=np.stack(terminated), truncated=np.stack(truncated),
             valid=np.stack(valid),
             extras={k: np.stack([e[k] for e in extras]) for k in extras[0]},
-            next_obs=np.asarray(self.obs, dtype=np.float32),
+            next_obs=np.asarray(self.obs, dtype=self.obs_dtype),
             episode_returns=np.concatenate(returns) if returns else np.zeros(0),
             episode_lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
             steps_per_env=steps_per_env,
@@ -120,13 +123,17 @@ class EnvLoop:
 
     def _step(self, policy: Policy, generator: torch.Generator | None) -> tuple:
         valid = ~self.prev_done
-        obs = np.asarray(self.obs, dtype=np.float32)
+        obs = np.asarray(self.obs, dtype=self.obs_dtype)
         actions, extras = policy.act(torch.from_numpy(obs), generator)
         actions = actions.numpy()
-        self.obs, rewards, terminated, truncated, _ = self.envs.step(self.to_env_action(actions))
+        self.obs, rewards, terminated, truncated, info = self.envs.step(
+            self.to_env_action(actions))
         rewards = np.asarray(rewards, dtype=np.float32)
         self.ep_return += rewards * valid
         self.ep_len += valid
+        if "episode" in info:  # RecordEpisodeStatistics below a reward wrapper (Atari's
+            # clipping): report the env's own return, not the clipped one learned from.
+            self.ep_return = np.where(info["_episode"], info["episode"]["r"], self.ep_return)
         return (obs, actions, rewards, terminated, truncated,
                 {k: v.numpy() for k, v in extras.items()}, valid)
 
@@ -165,6 +172,8 @@ def env_action_fn(space: gym.Space) -> Callable[[np.ndarray], np.ndarray]:
 
 def check_finite(env_name: str, obs: np.ndarray, rewards: np.ndarray) -> None:
     for what, x in (("observation", obs), ("reward", rewards)):
+        if not np.issubdtype(x.dtype, np.floating):
+            continue  # integers (uint8 frames) are always finite
         bad = ~np.isfinite(x.reshape(x.shape[0], x.shape[1], -1)).all(-1)
         if bad.any():
             t, i = np.argwhere(bad)[0]

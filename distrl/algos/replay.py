@@ -14,7 +14,7 @@ import numpy as np
 
 from distrl.types import NStepFragment, Transitions
 
-FRAME_SLACK = 1.25
+FRAME_SLACK = 1.1
 """Frame-ring slots per transition slot: a fragment carries a few frames more than
 transitions (the next obs at its end, stacks at episode starts)."""
 
