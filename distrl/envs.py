@@ -68,6 +68,7 @@ def make_atari(env_id: str, clip_rewards: bool = True, **kwargs: Any) -> gym.Env
     84x84 grey, 4 stacked frames (uint8, (4, 84, 84)); rewards clipped to their sign for
     learning. RecordEpisodeStatistics sits below the clipping, so the episode returns
     distrl reports (info["episode"]) are the game's score."""
+    _register_atari()
     env = gym.make(env_id, frameskip=1, **kwargs)  # AtariPreprocessing does the skipping
     env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
                                           grayscale_obs=True, scale_obs=False)

@@ -1,0 +1,131 @@
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from distrl.algos.dqn import (
+    compact_frames,
+    dqn_loss,
+    epsilon_ladder,
+    initial_priorities,
+    low_epsilon_workers,
+    nstep_fragment,
+)
+from distrl.sampling import Trajectory
+
+
+def loss_inputs(**kw):
+    base = dict(
+        q=torch.tensor([[1.0, 2.0], [0.5, -1.0]], requires_grad=True),
+        q_next_online=torch.tensor([[0.0, 1.0], [3.0, 0.0]]),  # argmax: 1, 0
+        q_next_target=torch.tensor([[5.0, 2.0], [1.0, 4.0]]),  # argmax: 0, 1
+        actions=torch.tensor([1, 0]), rewards=torch.tensor([1.0, 0.0]),
+        discounts=torch.tensor([0.5, 0.0]), is_weights=torch.tensor([1.0, 1.0]))
+    return {**base, **kw}
+
+
+def test_double_q_target_rates_the_online_argmax_with_the_target_net():
+    loss, td_abs, _ = dqn_loss(**loss_inputs(), double_q=True)
+    # target 0 = 1 + 0.5 * Q_target[0, argmax online = 1] = 1 + 0.5 * 2 = 2; Q = 2
+    # target 1 = 0 (terminal); Q = 0.5
+    assert td_abs.tolist() == pytest.approx([0.0, 0.5])
+    assert loss.item() == pytest.approx((0.0 + 0.5 * 0.5**2) / 2)  # Huber: 0.5 x^2 below 1
+
+
+def test_plain_target_takes_the_target_nets_max():
+    _, td_abs, _ = dqn_loss(**loss_inputs(q_next_online=None), double_q=False)
+    assert td_abs.tolist() == pytest.approx([abs(2 - (1 + 0.5 * 5)), 0.5])
+
+
+def test_huber_is_linear_beyond_delta_and_weighted_by_importance():
+    inputs = loss_inputs(rewards=torch.tensor([-2.0, 0.0]), is_weights=torch.tensor([0.5, 2.0]))
+    loss, td_abs, _ = dqn_loss(**inputs, double_q=True)
+    # td 0 = 2 - (-2 + 1) = 3 -> Huber 3 - 0.5 = 2.5; td 1 = 0.5 -> 0.125
+    assert td_abs.tolist() == pytest.approx([3.0, 0.5])
+    assert loss.item() == pytest.approx((0.5 * 2.5 + 2.0 * 0.125) / 2)
+    loss.backward()
+    assert not td_abs.requires_grad
+    assert inputs["q"].grad[0, 1].item() == pytest.approx(0.5 * 1.0 / 2)  # clipped slope 1
+
+
+def test_the_target_carries_no_gradient():
+    q_next = torch.tensor([[0.0, 1.0], [3.0, 0.0]], requires_grad=True)
+    loss, _, _ = dqn_loss(**loss_inputs(q_next_online=q_next, q_next_target=q_next))
+    loss.backward()
+    assert q_next.grad is None
+
+
+def test_epsilon_ladder():
+    assert epsilon_ladder(1).tolist() == [0.4]
+    assert epsilon_ladder(2).tolist() == pytest.approx([0.4, 0.4**8])
+    eight = epsilon_ladder(8)
+    assert eight == pytest.approx([0.4 ** (1 + 7 * i / 7) for i in range(8)])
+    assert len(set(eight.tolist())) == 8  # every actor its own (ray#7478)
+    assert low_epsilon_workers(eight).tolist() == [7, 6]
+    assert low_epsilon_workers(epsilon_ladder(2)).tolist() == [1]
+
+
+def test_initial_priorities_are_the_actors_td_errors():
+    q = np.array([[1.0, 2.0]])
+    q_next = np.array([[0.0, 3.0]])
+    td = initial_priorities(q, q_next, np.array([0]), np.array([1.0]), np.array([0.5]))
+    assert td.tolist() == [abs(1 + 0.5 * 3 - 1)]
+
+
+class Counter(gym.Env):
+    """3x3 uint8 frames that encode a running step count; episodes of random length."""
+
+    observation_space = gym.spaces.Box(0, 255, (3, 3), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.count = getattr(self, "count", 0) + 1
+        self.left = int(self.np_random.integers(1, 7))
+        return self._frame(), {}
+
+    def step(self, action):
+        self.count += 1
+        self.left -= 1
+        return self._frame(), 1.0, self.left == 0, False, {}
+
+    def _frame(self):
+        return np.full((3, 3), self.count % 256, np.uint8)
+
+
+def test_compact_frames_rebuilds_real_frame_stacks_across_episode_starts():
+    env = gym.wrappers.FrameStackObservation(Counter(), 4)
+    obs, _ = env.reset(seed=0)
+    seq = [obs]
+    for _ in range(60):
+        obs, _, term, trunc, _ = env.step(0)
+        seq.append(obs)
+        if term or trunc:
+            obs, _ = env.reset()
+            seq.append(obs)
+    seq = np.stack(seq)
+    frames, idx = compact_frames(seq, 4)
+    assert np.array_equal(frames[idx], seq)
+    assert len(frames) < 1.6 * len(seq)  # 4 per stack without sharing
+
+
+def test_nstep_fragment_points_at_the_right_observations():
+    T, N = 6, 2
+    obs = np.arange(T * N, dtype=np.float32).reshape(T, N, 1) * np.ones(3, np.float32)
+    term = np.zeros((T, N), bool)
+    term[2, 0] = True
+    valid = np.ones((T, N), bool)
+    valid[3, 0] = False
+    traj = Trajectory(obs=obs, actions=np.ones((T, N), np.int64),
+                      rewards=np.ones((T, N), np.float32), terminated=term,
+                      truncated=np.zeros((T, N), bool), valid=valid, extras={},
+                      next_obs=np.full((N, 3), 99.0, np.float32), episode_returns=np.zeros(0),
+                      episode_lengths=np.zeros(0, np.int64), steps_per_env=T)
+    frag, (t, env, k) = nstep_fragment(traj, 0.9, 3, frame_stack=1)
+    assert len(frag) == valid.sum()
+    rebuilt = frag.frames[frag.obs_idx[:, 0]]
+    assert np.array_equal(rebuilt, obs[t, env])
+    after = np.concatenate([obs, traj.next_obs[None]])[t + k, env]
+    assert np.array_equal(frag.frames[frag.next_idx[:, 0]], after)
+    assert after[(t == T - 1) & (env == 1)][0, 0] == 99.0  # the fragment end: next_obs
+    assert frag.discounts[(t == 1) & (env == 0)][0] == 0.0  # terminates at step 2
