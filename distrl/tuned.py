@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from distrl.algos.apex import ApexConfig
 from distrl.algos.ddppo import DDPPOConfig
 from distrl.algos.ppo import PPOConfig
+from distrl.nets import ModelConfig
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,26 @@ TUNED_DDPPO: dict[str, Tuned] = {
 }
 
 
-TABLES = {"ppo": TUNED, "ddppo": TUNED_DDPPO}
+TUNED_APEX: dict[str, Tuned] = {
+    # Two actors (epsilons 0.4 and 0.4**8), one shard, small batches replayed 8x per
+    # sampled transition: the learner thread keeps up with both actors on 2 cores. Seeds
+    # 0-4 reached a greedy 20-episode mean of 475 within 9k-46k env steps (6-29 s of
+    # training, evaluation excluded, on the reference machine).
+    "cartpole": Tuned(
+        env="CartPole-v1",
+        config=ApexConfig(
+            num_workers=2, rollout_fragment_length=50, n_step=3, gamma=0.99, lr=1e-3,
+            train_batch_size=64, learning_starts=1_000, capacity=50_000,
+            num_replay_buffer_shards=1, target_network_update_freq=2_000,
+            training_intensity=8.0, max_weight_sync_delay=100,
+            model=ModelConfig(hiddens=(256, 256), activation="relu"),
+        ),
+        stop_return=475.0, env_step_budget=100_000,
+    ),
+}
+
+
+TABLES = {"ppo": TUNED, "ddppo": TUNED_DDPPO, "apex": TUNED_APEX}
 
 
 def tuned(name: str, algo: str = "ppo") -> Tuned:
