@@ -122,6 +122,9 @@ class ReplayShard:
     def update_priorities(self, indices: np.ndarray, td_abs: np.ndarray) -> None:
         self.replay.update_priorities(indices, td_abs)
 
+    def priorities(self, indices: np.ndarray) -> np.ndarray:
+        return self.replay.priorities(indices)
+
     def stats(self) -> dict[str, int]:
         return {"size": len(self.replay), "sampled": self.sampled,
                 "bytes_per_transition": self.replay.bytes_per_transition()}

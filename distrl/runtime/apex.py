@@ -37,6 +37,9 @@ class _RemoteActor(ApexActor):
     def ready(self) -> bool:
         return True
 
+    def weights_version(self) -> int:
+        return self.version
+
     def step(self, shard: Any, steps_per_env: int, weights: Any, version: int
              ) -> dict[str, Any]:
         if weights is not None:

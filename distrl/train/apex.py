@@ -34,7 +34,7 @@ def train_apex(config: ApexConfig | None = None, run: RunConfig | None = None
         learner.set_state({**start.ckpt.tensors("learner", "state.pt"),
                            "model": start.ckpt.tensors("policy", "weights.pt")})
     progress = start.progress()
-    engine, ray_start_s = _engine(config, run, learner, obs_space)
+    engine, ray_start_s = make_engine(config, run, learner, obs_space)
 
     def iterate() -> dict[str, Any]:
         updates0 = learner.updates
@@ -63,8 +63,9 @@ def train_apex(config: ApexConfig | None = None, run: RunConfig | None = None
     return drive(start, progress, iterate, save, engine.close, ray_start_s, learner.snapshot)
 
 
-def _engine(config: ApexConfig, run: RunConfig, learner: DQNLearner, obs_space: gym.Space):
-    """The in-process loop or the Ray runtime, both with iterate(min_time_s, min_steps)."""
+def make_engine(config: ApexConfig, run: RunConfig, learner: DQNLearner, obs_space: gym.Space):
+    """The in-process loop (num_workers=0) or the Ray runtime, both with
+    iterate(min_time_s, min_steps), metrics(), close() and ``epsilons``."""
     n = max(config.num_workers, 1)
     epsilons = epsilon_ladder(n if config.num_workers else config.num_envs_per_worker,
                               config.epsilon_base, config.epsilon_alpha)
