@@ -1,0 +1,58 @@
+"""Ape-X's config rules and its one-process mode (no Ray): train, checkpoint, resume."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from distrl import ApexConfig, ModelConfig, RunConfig, train_apex
+from distrl.checkpoint import Checkpoint
+
+SMALL = dict(num_workers=0, num_envs_per_worker=2, rollout_fragment_length=25,
+             learning_starts=200, capacity=5_000, train_batch_size=32,
+             target_network_update_freq=300, min_time_s_per_reporting=0.0,
+             min_sample_timesteps_per_reporting=250,
+             model=ModelConfig(hiddens=(32,), activation="relu"))
+
+
+def test_config_errors_say_what_to_change():
+    with pytest.raises(ValueError, match=r"fewer than `train_batch_size` \(512\)\. Raise"):
+        ApexConfig(capacity=1_000, num_replay_buffer_shards=4)
+    with pytest.raises(ValueError, match=r"`training_intensity` .* must be > 0"):
+        ApexConfig(training_intensity=0.0)
+    with pytest.raises(ValueError, match="more than `capacity`"):
+        ApexConfig(capacity=3, num_replay_buffer_shards=4, train_batch_size=1)
+    with pytest.raises(ValueError, match="DQN needs a Discrete action space"):
+        train_apex(ApexConfig(**SMALL), RunConfig(env="Pendulum-v1", max_env_steps=10,
+                                                  progress=False))
+
+
+def test_in_process_apex_never_imports_ray(tmp_path):
+    code = (
+        "import sys; sys.modules['ray'] = None\n"
+        "from distrl import ApexConfig, ModelConfig, RunConfig, train_apex\n"
+        "r = train_apex(ApexConfig(num_workers=0, learning_starts=100, capacity=2000,\n"
+        "                          train_batch_size=32, model=ModelConfig(hiddens=(16,))),\n"
+        f"    RunConfig(max_env_steps=500, logdir={str(tmp_path)!r}, progress=False))\n"
+        "assert r['learner/trained_total'] > 0, r\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_checkpoint_is_weights_only_and_resume_continues_the_learner(tmp_path):
+    torch.set_num_threads(1)
+    first = train_apex(ApexConfig(**SMALL), RunConfig(max_env_steps=1_000,
+                                                      logdir=str(tmp_path), progress=False))
+    ckpt = Checkpoint(first["checkpoint"])
+    state = ckpt.tensors("learner", "state.pt")  # weights_only=True inside
+    trained = int(state["counters"][0])
+    assert trained == first["learner/trained_total"] > 0
+    assert set(state["target"]) == set(ckpt.tensors("policy", "weights.pt"))
+    resumed = train_apex(ApexConfig(**SMALL), RunConfig(
+        resume=first["checkpoint"], max_env_steps=2_000, progress=False))
+    assert resumed["env/steps_total"] >= 2_000
+    # The replay is not checkpointed: learning_starts is waited for again, then the
+    # learner's counters go on from the checkpoint's.
+    assert resumed["learner/trained_total"] > trained
+    assert resumed["iteration"] > first["iteration"]
