@@ -91,7 +91,8 @@ class ApexActor:
                                             fragment.rewards, fragment.discounts)
         stats = {"env_steps": traj.env_steps, "transitions": len(fragment),
                  "episode_returns": traj.episode_returns,
-                 "episode_lengths": traj.episode_lengths, "version": self.version}
+                 "episode_lengths": traj.episode_lengths,
+                 "episode_envs": traj.episode_envs, "version": self.version}
         return fragment, priorities, stats
 
     def close(self) -> None:

@@ -44,6 +44,7 @@ class Trajectory:
     next_obs: np.ndarray  # [N, *obs_shape] the obs after the last step
     episode_returns: np.ndarray  # [E] episodes that ended during the call
     episode_lengths: np.ndarray  # [E]
+    episode_envs: np.ndarray  # [E] the sub-env each episode ran in
     steps_per_env: int  # valid steps each env keeps: its first ones
 
     @property
@@ -91,6 +92,7 @@ class EnvLoop:
         steps: list[tuple] = []
         returns: list[np.ndarray] = []
         lengths: list[np.ndarray] = []
+        envs: list[np.ndarray] = []
         valid_count = np.zeros(self.num_envs, dtype=np.int64)
         with torch.inference_mode():
             while (valid_count < steps_per_env).any():
@@ -101,6 +103,7 @@ class EnvLoop:
                 if done.any():
                     returns.append(self.ep_return[done].copy())
                     lengths.append(self.ep_len[done].copy())
+                    envs.append(np.flatnonzero(done))
                     self.ep_return[done] = 0.0
                     self.ep_len[done] = 0
                 self.prev_done = done
@@ -116,6 +119,7 @@ class EnvLoop:
             next_obs=np.asarray(self.obs, dtype=self.obs_dtype),
             episode_returns=np.concatenate(returns) if returns else np.zeros(0),
             episode_lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
+            episode_envs=np.concatenate(envs) if envs else np.zeros(0, np.int64),
             steps_per_env=steps_per_env,
         )
         check_finite(self.env_name, traj.obs, traj.rewards)

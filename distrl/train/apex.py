@@ -85,16 +85,16 @@ def make_engine(config: ApexConfig, run: RunConfig, learner: DQNLearner, obs_spa
                     alpha=config.prioritized_replay_alpha, eps=config.prioritized_replay_eps,
                     seed=seed_for(run.seed, 10_000 + s, restart))
 
+    reporting = set(low_epsilon_workers(epsilons).tolist())  # actors, or in-process envs
     if config.num_workers == 0:
         engine = LocalApex(config, learner, ApexActor(**actor_kwargs(0, 0)),
-                           ReplayShard(**shard_kwargs(0, 0)))
+                           ReplayShard(**shard_kwargs(0, 0)), reporting)
         engine.epsilons = epsilons.tolist()
         return engine, 0.0
     from distrl.runtime.apex import ApexRuntime
     from distrl.runtime.ray_runners import init_ray
 
     ray_start_s = init_ray(run.address, config.num_workers * config.num_cpus_per_worker)
-    reporting = set(low_epsilon_workers(epsilons).tolist())
     engine = ApexRuntime(config, run, learner, actor_kwargs, shard_kwargs, reporting)
     engine.epsilons = epsilons.tolist()
     return engine, ray_start_s
@@ -104,8 +104,9 @@ class LocalApex:
     """Act, store, learn in turn in this process; no Ray."""
 
     def __init__(self, config: ApexConfig, learner: DQNLearner, actor: ApexActor,
-                 shard: ReplayShard):
+                 shard: ReplayShard, reporting: set[int]):
         self.config, self.learner, self.actor, self.shard = config, learner, actor, shard
+        self.reporting = np.array(sorted(reporting))  # sub-envs whose episodes are reported
         self.since_sync = config.max_weight_sync_delay  # sync before the first fragment
         self.stored = 0
         self.weight_syncs = 0
@@ -124,8 +125,9 @@ class LocalApex:
             self.stored += len(fragment)
             self.since_sync += stats["env_steps"]
             out["env_steps"] += stats["env_steps"]
-            out["returns"].extend(stats["episode_returns"].tolist())
-            out["lengths"].extend(stats["episode_lengths"].tolist())
+            shown = np.isin(stats["episode_envs"], self.reporting)
+            out["returns"].extend(stats["episode_returns"][shown].tolist())
+            out["lengths"].extend(stats["episode_lengths"][shown].tolist())
             for _ in range(self._updates_due()):
                 batch, indices, is_weights = self.shard.sample(
                     self.config.train_batch_size, self.config.prioritized_replay_beta)

@@ -42,7 +42,7 @@ def test_actors_send_fragments_straight_to_a_shard(ray_local):
         stats = ray_module.get(engine.actors.actors[0].step.remote(shard, 25, None, -1))
         # The driver gets counts and episode stats only; the transitions are in the shard.
         assert set(stats) == {"env_steps", "transitions", "episode_returns",
-                              "episode_lengths", "version"}
+                              "episode_lengths", "episode_envs", "version"}
         assert ray_module.get(shard.stats.remote())["size"] == before + stats["transitions"]
     finally:
         engine.close()

@@ -120,6 +120,7 @@ def test_nstep_fragment_points_at_the_right_observations():
                       rewards=np.ones((T, N), np.float32), terminated=term,
                       truncated=np.zeros((T, N), bool), valid=valid, extras={},
                       next_obs=np.full((N, 3), 99.0, np.float32), episode_returns=np.zeros(0),
+                      episode_envs=np.zeros(0, np.int64),
                       episode_lengths=np.zeros(0, np.int64), steps_per_env=T)
     frag, (t, env, k) = nstep_fragment(traj, 0.9, 3, frame_stack=1)
     assert len(frag) == valid.sum()
