@@ -33,3 +33,6 @@ bench: $(STAMP)
 	$(BIN)/python bench/plot_league_memory.py
 	$(BIN)/python bench/ddppo_scaling.py | tee bench/out/ddppo_scaling.jsonl
 	$(BIN)/python bench/plot_ddppo_scaling.py
+	$(BIN)/python bench/replay_throughput.py | tee bench/out/replay_throughput.jsonl
+	$(BIN)/python bench/apex_cartpole.py | tee bench/out/apex_cartpole.jsonl
+	$(BIN)/python bench/apex_atari.py | tee bench/out/apex_atari.jsonl

@@ -10,6 +10,7 @@ or hung one is replaced, a shard's lost transitions are counted in replay/lost.
 from __future__ import annotations
 
 import queue
+import resource
 import threading
 import time
 from collections import Counter
@@ -40,6 +41,9 @@ class _RemoteActor(ApexActor):
     def weights_version(self) -> int:
         return self.version
 
+    def peak_rss_mb(self) -> float:
+        return peak_rss_mb()
+
     def step(self, shard: Any, steps_per_env: int, weights: Any, version: int
              ) -> dict[str, Any]:
         if weights is not None:
@@ -55,6 +59,14 @@ class _RemoteActor(ApexActor):
 class _RemoteShard(ReplayShard):
     def ready(self) -> bool:
         return True
+
+    def peak_rss_mb(self) -> float:
+        return peak_rss_mb()
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 class LearnerThread(threading.Thread):
