@@ -15,10 +15,10 @@ import argparse
 import json
 import shutil
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+from _trials import run_trials
 
 OUT = Path(__file__).parent / "out"
 TARGET = 475.0
@@ -105,15 +105,7 @@ def main() -> None:
         print(json.dumps(one(args.one, args.seed, args.threads)))
         return
     OUT.mkdir(exist_ok=True)
-    trials = []
-    for seed in args.seeds:
-        for system in SYSTEMS:
-            out = subprocess.run(
-                [sys.executable, __file__, "--one", system, "--seed", str(seed),
-                 "--threads", str(args.threads)], capture_output=True, text=True, check=True)
-            trial = json.loads(out.stdout.strip().splitlines()[-1])
-            trials.append(trial)
-            print(json.dumps({k: v for k, v in trial.items() if k != "curve"}), flush=True)
+    trials = run_trials(__file__, SYSTEMS, args.seeds, ["--threads", str(args.threads)])
     (OUT / "ppo_cartpole_curves.json").write_text(json.dumps(trials))
     print(json.dumps(summary(trials)))
 
