@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from distrl.envs import EnvSpec
+from distrl.filters import RunningStats, discounted_returns
 from distrl.nets import ActorCritic, ModelConfig
 from distrl.policy_cache import readonly_tensor
 from distrl.returns import gae
@@ -20,19 +21,23 @@ from distrl.sampling import EnvLoop, Trajectory
 from distrl.types import Rollout
 
 Weights = dict[str, np.ndarray]
+REWARD_CLIP = 10.0  # scaled rewards are clipped here (SB3's VecNormalize clip_reward)
 
 
 class EnvRunner:
     """One EnvLoop plus an inference copy of the policy."""
 
     def __init__(self, env: EnvSpec, num_envs: int, model: ModelConfig, gamma: float,
-                 lambda_: float, seed: int, env_config: dict[str, Any] | None = None):
+                 lambda_: float, seed: int, env_config: dict[str, Any] | None = None,
+                 normalize_rewards: bool = False):
         self.loop = EnvLoop(env, num_envs, seed, env_config)
         self.gamma, self.lambda_ = gamma, lambda_
         self.model = ActorCritic(*self.loop.spaces(), model)
         self.model.requires_grad_(False)
         self.generator = torch.Generator().manual_seed(seed)
         self.version = -1
+        # Reward scaling: each sub-env's running discounted return, across fragments.
+        self.returns = np.zeros(num_envs) if normalize_rewards else None
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         return self.loop.spaces()
@@ -45,22 +50,43 @@ class EnvRunner:
             self.version = version
 
     def sample(self, steps_per_env: int, weights: Weights | None = None, version: int = -1,
-               stop_early: Callable[[int], bool] | None = None) -> Rollout:
+               stop_early: Callable[[int], bool] | None = None,
+               reward_std: float = 1.0) -> Rollout:
         """Exactly ``steps_per_env x num_envs`` valid samples with GAE advantages (fewer
-        when ``stop_early`` preempts; see EnvLoop.collect)."""
+        when ``stop_early`` preempts; see EnvLoop.collect). With reward scaling, rewards
+        are divided by ``reward_std`` (the driver's merged std of discounted returns)."""
         if weights is not None:
             self.set_weights(weights, version)
         traj = self.loop.collect(self.model, steps_per_env, self.generator, stop_early)
+        stats = self._statistics(traj)
+        if self.returns is not None:
+            traj.rewards = np.clip(traj.rewards / reward_std, -REWARD_CLIP, REWARD_CLIP)
         with torch.inference_mode():
             _, last_values = self.model(torch.from_numpy(traj.next_obs))
-        return gae_rollout(traj, last_values.numpy(), self.gamma, self.lambda_, self.version)
+        rollout = gae_rollout(traj, last_values.numpy(), self.gamma, self.lambda_, self.version)
+        rollout.stats = stats
+        return rollout
 
-    def get_state(self) -> tuple[bytes | None, torch.Tensor]:
-        return self.loop.get_state(), self.generator.get_state()
+    def _statistics(self, traj: Trajectory) -> dict[str, RunningStats]:
+        """This fragment's raw observations and discounted returns (valid rows), for the
+        driver to merge into the filters."""
+        stats = {}
+        if self.model.filtered:
+            stats["obs"] = RunningStats.of(traj.obs[traj.valid].reshape(int(traj.valid.sum()), -1))
+        if self.returns is not None:
+            done = traj.terminated | traj.truncated
+            returns, self.returns = discounted_returns(traj.rewards, done, self.returns,
+                                                       self.gamma)
+            stats["returns"] = RunningStats.of(returns[traj.valid][:, None])
+        return stats
 
-    def set_state(self, state: tuple[bytes | None, torch.Tensor]) -> None:
+    def get_state(self) -> tuple[bytes | None, torch.Tensor, np.ndarray | None]:
+        return self.loop.get_state(), self.generator.get_state(), self.returns
+
+    def set_state(self, state: tuple[bytes | None, torch.Tensor, np.ndarray | None]) -> None:
         self.loop.set_state(state[0])
         self.generator.set_state(state[1])
+        self.returns = state[2]
 
     def close(self) -> None:
         self.loop.close()
@@ -89,8 +115,9 @@ class LocalRunnerGroup:
     def __init__(self, runner: EnvRunner):
         self.runner = runner
 
-    def sample(self, weights: Weights, version: int, steps_per_env: int) -> list[Rollout]:
-        return [self.runner.sample(steps_per_env, weights, version)]
+    def sample(self, weights: Weights, version: int, steps_per_env: int,
+               reward_std: float = 1.0) -> list[Rollout]:
+        return [self.runner.sample(steps_per_env, weights, version, reward_std=reward_std)]
 
     def metrics(self) -> dict[str, float]:
         return {}

@@ -20,6 +20,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from distrl.filters import RunningStats
+
 NATURE_CONV = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
 """Mnih et al. 2015's encoder: (out_channels, kernel, stride) per layer, for 84x84 frames."""
 
@@ -38,6 +40,21 @@ class ModelConfig:
     conv_filters: tuple[tuple[int, int, int], ...] | None = None
     """Conv layers for image observations as (out_channels, kernel, stride); None: Nature
     DQN's ((32, 8, 4), (64, 4, 2), (64, 3, 1)). Ignored for flat observations."""
+    vf_hiddens: tuple[int, ...] | None = None
+    """Hidden sizes of the value MLP (None: hiddens); ignored with vf_share_layers."""
+    vf_activation: Literal["tanh", "relu"] | None = None
+    """Activation of the value MLP (None: activation)."""
+    free_log_std: bool = True
+    """Box actions: a state-independent log-std parameter (PPO paper); False: the policy
+    head outputs the log-std too."""
+    log_std_init: float = 0.0
+    """Initial log-std of Box actions (SB3's log_std_init; -0.5 .. -2 suit MuJoCo)."""
+    ortho_init: bool = True
+    """Orthogonal initialisation (gain sqrt(2), 0.01 for the policy head, 1 for the value
+    head) as in SB3/CleanRL; False: torch's default."""
+    observation_filter: Literal["NoFilter", "MeanStdFilter"] = "NoFilter"
+    """MeanStdFilter: normalize flat observations by running mean/std (clipped to +-10);
+    the statistics live in the network's buffers, so checkpoints and eval apply them."""
 
     def __post_init__(self) -> None:
         if not self.hiddens or any(h <= 0 for h in self.hiddens):
@@ -203,17 +220,31 @@ def encode(obs: torch.Tensor, encoder: ConvEncoder | None, discrete: bool, start
     return obs.reshape(obs.shape[0], -1).float()
 
 
-def _init(layer: nn.Linear, gain: float) -> nn.Linear:
+_ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu}
+
+
+def check_filterable(obs_space: gym.Space, encoder: ConvEncoder | None) -> None:
+    if encoder is not None or isinstance(obs_space, gym.spaces.Discrete):
+        raise ValueError(f"observation_filter='MeanStdFilter' normalizes flat Box "
+                         f"observations, not {obs_space}; leave it at 'NoFilter'.")
+
+
+def _init(layer: nn.Linear, gain: float, ortho: bool = True) -> nn.Linear:
     # Orthogonal init with small policy-head gain: the standard PPO recipe
     # (Andrychowicz et al. 2020, arXiv 2006.05990) that makes early updates stable.
-    nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
+    if ortho:
+        nn.init.orthogonal_(layer.weight, gain)
+        nn.init.zeros_(layer.bias)
     return layer
 
 
-def _layers(sizes: list[int], n_out: int, out_gain: float) -> nn.ModuleList:
-    hidden = [_init(nn.Linear(a, b), math.sqrt(2)) for a, b in itertools.pairwise(sizes)]
-    return nn.ModuleList([*hidden, _init(nn.Linear(sizes[-1], n_out), out_gain)])
+def _layers(sizes: list[int], n_out: int, out_gain: float, ortho: bool = True
+            ) -> nn.ModuleList:
+    hidden = [_init(nn.Linear(a, b), math.sqrt(2), ortho) for a, b in itertools.pairwise(sizes)]
+    return nn.ModuleList([*hidden, _init(nn.Linear(sizes[-1], n_out), out_gain, ortho)])
+
+
+OBS_CLIP = 10.0  # RLlib's MeanStdFilter and SB3's VecNormalize clip normalized obs here
 
 
 class ActorCritic(nn.Module):
@@ -234,17 +265,30 @@ class ActorCritic(nn.Module):
             Categorical if isinstance(act_space, gym.spaces.Discrete) else DiagGaussian
         )
         n_out = int(act_space.n) if self.dist is Categorical else int(act_space.shape[0])
-        self.activation = torch.tanh if cfg.activation == "tanh" else torch.relu
+        self.activation = _ACTIVATIONS[cfg.activation]
+        self.vf_activation = _ACTIVATIONS[cfg.vf_activation or cfg.activation]
+        init = cfg.ortho_init
         sizes = [self.obs_dim, *cfg.hiddens]
+        vf_sizes = [self.obs_dim, *(cfg.vf_hiddens or cfg.hiddens)]
         if cfg.vf_share_layers:
-            self.shared = _layers(sizes[:-1], sizes[-1], math.sqrt(2))
-            sizes = sizes[-1:]
+            self.shared = _layers(sizes[:-1], sizes[-1], math.sqrt(2), init)
+            sizes = vf_sizes = sizes[-1:]
         else:
             self.shared = nn.ModuleList()
-        self.pi = _layers(sizes, n_out, 0.01)
-        self.vf = _layers(sizes, 1, 1.0)
+        head_log_std = self.dist is DiagGaussian and not cfg.free_log_std
+        self.pi = _layers(sizes, 2 * n_out if head_log_std else n_out, 0.01, init)
+        self.vf = _layers(vf_sizes, 1, 1.0, init)
+        if head_log_std:  # the head's log-std half starts at log_std_init
+            nn.init.constant_(self.pi[-1].bias[n_out:], cfg.log_std_init)
         # State-independent log-std, as in the PPO paper's continuous-control setup.
-        self.log_std = nn.Parameter(torch.zeros(n_out)) if self.dist is DiagGaussian else None
+        self.log_std = (nn.Parameter(torch.full((n_out,), cfg.log_std_init))
+                        if self.dist is DiagGaussian and cfg.free_log_std else None)
+        self.filtered = cfg.observation_filter == "MeanStdFilter"
+        if self.filtered:
+            check_filterable(obs_space, self.encoder)
+            self.register_buffer("obs_mean", torch.zeros(self.obs_dim))
+            self.register_buffer("obs_var", torch.ones(self.obs_dim))
+            self.register_buffer("obs_count", torch.zeros(()))
         self._cache_params()
 
     def _cache_params(self) -> None:
@@ -264,12 +308,34 @@ class ActorCritic(nn.Module):
         self._cache_params()  # assign=True replaces the parameter objects themselves
         return out
 
-    def _mlp(self, params: list, x: torch.Tensor, last_act: bool) -> torch.Tensor:
+    @staticmethod
+    def _mlp(params: list, x: torch.Tensor, last_act: bool, activation) -> torch.Tensor:
         for i, (w, b) in enumerate(params):
             x = F.linear(x, w, b)
             if last_act or i < len(params) - 1:
-                x = self.activation(x)
+                x = activation(x)
         return x
+
+    def obs_stats(self) -> RunningStats:
+        """The observation filter's statistics (what runners act with)."""
+        count = float(self.obs_count)
+        return RunningStats(count, self.obs_mean.double().cpu().numpy(),
+                            self.obs_var.double().cpu().numpy() * count)
+
+    def update_obs_filter(self, delta: RunningStats) -> None:
+        """Merge an iteration's observation statistics (call after the update, so the
+        batch was learned with the statistics it was sampled with)."""
+        merged = self.obs_stats().merge(delta)
+        with torch.no_grad():
+            self.obs_mean.copy_(torch.as_tensor(merged.mean))
+            self.obs_var.copy_(torch.as_tensor(merged.var))
+            self.obs_count.fill_(merged.count)
+
+    def normalize(self, x: torch.Tensor, params: dict[str, torch.Tensor] | None) -> torch.Tensor:
+        buffers = self if params is None else None
+        mean = self.obs_mean if buffers else params["obs_mean"]
+        var = self.obs_var if buffers else params["obs_var"]
+        return ((x - mean) / torch.sqrt(var + 1e-8)).clamp(-OBS_CLIP, OBS_CLIP)
 
     def forward(self, obs: torch.Tensor, params: dict[str, torch.Tensor] | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -282,16 +348,18 @@ class ActorCritic(nn.Module):
         if self.encoder is not None and params is not None:
             raise ValueError("weights from `params` are not supported for conv networks")
         x = encode(obs, self.encoder, self.discrete_obs, self.obs_start, self.obs_dim)
+        if self.filtered:
+            x = self.normalize(x, params)
         if params is None:
             (shared, pi, vf), log_std = self._params, self.log_std
         else:
             shared, pi, vf = ([(params[w], params[b]) for w, b in g] for g in self._keys)
             log_std = params.get("log_std")
-        h = self._mlp(shared, x, last_act=True)
-        out = self._mlp(pi, h, last_act=False)
+        h = self._mlp(shared, x, True, self.activation)
+        out = self._mlp(pi, h, False, self.activation)
         if log_std is not None:
             out = torch.cat([out, log_std.expand_as(out)], dim=-1)
-        return out, self._mlp(vf, h, last_act=False).squeeze(-1)
+        return out, self._mlp(vf, h, False, self.vf_activation).squeeze(-1)
 
     def act(self, obs: torch.Tensor, generator: torch.Generator | None
             ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

@@ -5,10 +5,12 @@ B = samples in a batch, D = distribution-input width, E = finished episodes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
+
+from distrl.filters import RunningStats
 
 
 @dataclass
@@ -26,6 +28,7 @@ class Rollout:
     episode_lengths: np.ndarray  # [E]
     env_steps: int  # env steps taken, reset steps included (>= B)
     weights_version: int  # version of the weights that acted
+    stats: dict[str, RunningStats] = field(default_factory=dict)  # filters' new samples
 
     @property
     def size(self) -> int:
@@ -37,12 +40,17 @@ class Rollout:
         arrays = {
             f.name: np.concatenate([getattr(p, f.name) for p in parts])
             for f in fields(Rollout)
-            if f.name not in ("env_steps", "weights_version")
+            if f.name not in ("env_steps", "weights_version", "stats")
         }
+        stats = {}
+        for p in parts:
+            for k, v in p.stats.items():
+                stats[k] = stats[k].merge(v) if k in stats else v
         return Rollout(
             **arrays,
             env_steps=sum(p.env_steps for p in parts),
             weights_version=min(p.weights_version for p in parts),
+            stats=stats,
         )
 
 

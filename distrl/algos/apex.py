@@ -108,6 +108,9 @@ class ApexConfig:
         if self.prioritized_replay_alpha < 0.0:
             raise ValueError(f"`prioritized_replay_alpha` ({self.prioritized_replay_alpha}) "
                              "must be >= 0 (0: uniform replay).")
+        if self.model.observation_filter != "NoFilter":
+            raise ValueError("Ape-X actors do not share observation statistics: leave "
+                             "observation_filter at 'NoFilter'.")
         if not 0.0 < self.epsilon_base <= 1.0:
             raise ValueError(f"`epsilon_base` ({self.epsilon_base}) must be in (0, 1].")
 

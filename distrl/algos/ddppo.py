@@ -89,6 +89,9 @@ class DDPPOConfig(PPOHyperparams):
                 "number of minibatches to each round's all-reduces, so fragments have a fixed "
                 "length; complete episodes would not."
             )
+        if self.model.observation_filter != "NoFilter":
+            raise ValueError("DD-PPO does not merge observation statistics across workers "
+                             "yet: leave observation_filter at 'NoFilter' (or use PPO).")
         if self.num_workers < 1:
             raise ValueError(
                 f"`num_workers` ({self.num_workers}) must be >= 1: in DD-PPO the workers do "

@@ -128,6 +128,9 @@ class PPOConfig(PPOHyperparams):
     """Vectorised sub-envs per runner (and in the driver when num_env_runners=0)."""
     num_cpus_per_env_runner: float = 1.0
     """CPUs Ray reserves for each env runner."""
+    normalize_rewards: bool = False
+    """Divide rewards by the running std of the discounted return (SB3's VecNormalize,
+    CleanRL's NormalizeReward), clipped to +-10; reported returns stay unscaled."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -80,13 +80,15 @@ class RayRunnerGroup:
                               max_restarts=run.max_restarts, call_timeout_s=run.actor_timeout_s,
                               resources={"num_cpus": num_cpus})
 
-    def sample(self, weights: Weights, version: int, steps_per_env: int) -> list[Rollout]:
+    def sample(self, weights: Weights, version: int, steps_per_env: int,
+               reward_std: float = 1.0) -> list[Rollout]:
         ref = ray.put(weights)  # one shared copy per round, read by every runner
         actors = dict(enumerate(self.sup.actors))
         results: dict[int, Rollout] = {}
         while actors:
             done, faults = self.sup.settle(
-                {i: a.sample.remote(steps_per_env, ref, version) for i, a in actors.items()})
+                {i: a.sample.remote(steps_per_env, ref, version, reward_std=reward_std)
+                 for i, a in actors.items()})
             results.update(done)
             actors = {i: self.sup.replace(i, fault) for i, fault in faults.items()}
         return [results[i] for i in sorted(results)]

@@ -10,12 +10,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from distrl.algos.ppo import PPOConfig, ppo_update, update_kl_coeff
 from distrl.config import RunConfig
 from distrl.env_runner import EnvRunner, LocalRunnerGroup, seed_for
 from distrl.envs import env_spaces
+from distrl.filters import RunningStats, stats_from_json, stats_to_json
 from distrl.learner import Learner
 from distrl.loop import (
     Progress,
@@ -48,6 +50,7 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None) -> 
         generator = torch.Generator().manual_seed(run.seed)  # minibatch shuffling
         progress = start.progress()
         kl_coeff = start.algo_state().get("kl_coeff", config.kl_coeff)
+        returns = stats_from_json(start.algo_state().get("returns"))  # reward scaling
         if start.ckpt is not None:
             _restore(start, learner, generator, runners)
     except BaseException:
@@ -55,9 +58,9 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None) -> 
         raise
 
     def iterate() -> dict[str, Any]:
-        nonlocal kl_coeff
-        metrics, kl_coeff = _iteration(config, learner, runners, progress, kl_coeff, generator,
-                                       device)
+        nonlocal kl_coeff, returns
+        metrics, kl_coeff, returns = _iteration(config, learner, runners, progress, kl_coeff,
+                                                returns, generator, device)
         return metrics
 
     def save() -> Path:
@@ -65,16 +68,19 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None) -> 
                         policy_files(model.state_dict(), obs_space, act_space, config.model),
                         {"optimizer": learner.get_state()["optimizer"],
                          "generator": generator.get_state()},
-                        runners.get_states(), {"kl_coeff": kl_coeff})
+                        runners.get_states(),
+                        {"kl_coeff": kl_coeff, "returns": stats_to_json(returns)})
 
     return drive(start, progress, iterate, save, runners.close, ray_start_s, lambda: model)
 
 
 def _iteration(config: PPOConfig, learner: Learner, runners, p: Progress, kl_coeff: float,
-               generator: torch.Generator, device: torch.device) -> tuple[dict[str, Any], float]:
+               returns: RunningStats, generator: torch.Generator, device: torch.device
+               ) -> tuple[dict[str, Any], float, RunningStats]:
     t0 = time.perf_counter()
+    reward_std = float(np.sqrt(returns.var[0] + 1e-8)) if returns.count else 1.0
     rollout = Rollout.concat(runners.sample(learner.weights(), p.iteration,
-                                            config.fragment_length()))
+                                            config.fragment_length(), reward_std))
     t1 = time.perf_counter()
     lr = config.lr_at(p.env_steps)
     entropy_coeff = config.entropy_coeff_at(p.env_steps)
@@ -83,6 +89,11 @@ def _iteration(config: PPOConfig, learner: Learner, runners, p: Progress, kl_coe
     metrics = ppo_update(learner, batch, config, kl_coeff, entropy_coeff, generator)
     new_kl_coeff = (update_kl_coeff(kl_coeff, metrics["kl"], config.kl_target)
                     if config.use_kl_loss else kl_coeff)
+    # After the update: the batch was learned with the statistics it was sampled with.
+    if "obs" in rollout.stats:
+        learner.model.update_obs_filter(rollout.stats["obs"])
+    if "returns" in rollout.stats:
+        returns = returns.merge(rollout.stats["returns"])
     t2 = time.perf_counter()
     return {
         **p.add(rollout.env_steps, rollout.episode_returns, rollout.episode_lengths),
@@ -95,14 +106,16 @@ def _iteration(config: PPOConfig, learner: Learner, runners, p: Progress, kl_coe
         "learner/lr": lr,
         "learner/entropy_coeff": entropy_coeff,
         "learner/batch_size": len(batch),
-    }, new_kl_coeff
+        "learner/reward_std": reward_std,
+    }, new_kl_coeff, returns
 
 
 def _make_runners(config: PPOConfig, run: RunConfig):
     def kwargs(index: int, restart: int) -> dict[str, Any]:
         return dict(env=run.env, num_envs=config.num_envs_per_env_runner, model=config.model,
                     gamma=config.gamma, lambda_=config.gae_lambda,
-                    seed=seed_for(run.seed, index, restart), env_config=run.env_config)
+                    seed=seed_for(run.seed, index, restart), env_config=run.env_config,
+                    normalize_rewards=config.normalize_rewards)
 
     if config.num_env_runners == 0:
         return LocalRunnerGroup(EnvRunner(**kwargs(0, 0))), 0.0
