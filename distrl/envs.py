@@ -104,7 +104,27 @@ def make_vec_env(env: EnvSpec, num_envs: int, env_config: dict[str, Any] | None 
     for evaluation).
     """
     check_env_id(env)
-    maker, kwargs = resolve_env(env), env_config or {}
+    try:
+        vec = _make_vec(env, num_envs, env_config or {}, clip_rewards)
+    except (gym.error.DependencyNotInstalled, ImportError) as err:
+        raise ValueError(f"env {env_name(env)!r} needs a package that is not installed: "
+                         f"{_install_hint(env)} ({err})") from None
+    check_next_step_autoreset(vec, env)
+    return vec
+
+
+def _install_hint(env: EnvSpec) -> str:
+    """Which extra brings a registered env's dependencies (MuJoCo's need mujoco and,
+    for rendering, imageio: gymnasium's mujoco extra has both)."""
+    entry = str(gym.spec(env).entry_point) if isinstance(env, str) and env in gym.registry else ""
+    if "mujoco" in entry:
+        return "pip install 'distrl[mujoco]'"
+    return ATARI_EXTRA if is_atari(env) else "install the package it names"
+
+
+def _make_vec(env: EnvSpec, num_envs: int, kwargs: dict[str, Any],
+              clip_rewards: bool) -> gym.vector.VectorEnv:
+    maker = resolve_env(env)
     if is_atari(env):
         vec = gym.vector.SyncVectorEnv([functools.partial(
             make_atari, env, clip_rewards=clip_rewards, **kwargs)] * num_envs)
@@ -114,7 +134,6 @@ def make_vec_env(env: EnvSpec, num_envs: int, env_config: dict[str, Any] | None 
         vec = gym.make_vec(maker, num_envs=num_envs, vectorization_mode=mode, **kwargs)
     else:
         vec = gym.vector.SyncVectorEnv([functools.partial(maker, **kwargs)] * num_envs)
-    check_next_step_autoreset(vec, env)
     return vec
 
 

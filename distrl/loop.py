@@ -4,6 +4,7 @@ between iterations) and the checkpoint's common components."""
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import os
 import signal
@@ -28,6 +29,11 @@ from distrl.evaluation import evaluation_metrics
 from distrl.metrics import MetricsLogger
 
 WINDOW = 100  # episodes in env/episode_return_mean
+Reporter = Callable[[dict[str, Any], Path | None], None]
+REPORTER: contextvars.ContextVar[Reporter | None] = contextvars.ContextVar("distrl_reporter",
+                                                                          default=None)
+"""Called after every iteration with its metrics and the checkpoint saved in it (or None):
+how a Ray Tune trial (distrl.tuning) sees a run; set only around one train_* call."""
 MAX_ENV_STEPS_VAR = "DISTRL_MAX_ENV_STEPS"
 """Environment variable that caps every run's max_env_steps: smoke-runs a user's
 training script (or the documented examples, in CI) with a tiny budget, unchanged."""
@@ -222,8 +228,11 @@ def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
             progress.time_s, tick = progress.time_s + now - tick, now
             metrics["time/total_s"] = progress.time_s
             logger.log(metrics)
+            saved = None
             if run.checkpoint_every and progress.iteration % run.checkpoint_every == 0:
-                save()
+                saved = save()
+            if (report := REPORTER.get()) is not None:
+                report(metrics, saved)
             if interrupted.is_set():
                 stopped_by = "interrupted"
                 break

@@ -65,3 +65,15 @@ def test_ppo_runs_on_pong_with_the_conv_encoder(tmp_path):
                                          logdir=str(tmp_path), progress=False))
     assert result["env/steps_total"] == 64
     assert np.isfinite(result["learner/policy_loss"])
+
+
+def test_a_missing_mujoco_names_the_extra_to_install():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['mujoco'] = None\n"
+            "from distrl.envs import make_vec_env\n"
+            "try:\n    make_vec_env('Hopper-v5', 1)\n"
+            "except ValueError as err:\n    print(err)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "pip install 'distrl[mujoco]'" in out.stdout, out.stdout + out.stderr
