@@ -21,7 +21,7 @@ train: $(STAMP)
 	$(BIN)/distrl train ppo --tuned cartpole --env CartPole-v1 --num-env-runners 2 --stop-return 475
 
 test: $(STAMP)
-	$(BIN)/ruff check distrl tests bench
+	$(BIN)/ruff check distrl tests bench examples
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
