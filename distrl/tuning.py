@@ -10,6 +10,7 @@ flags. Imported only by users of Tune (``pip install 'distrl[tune]'``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,26 +24,28 @@ def trainable(algo: str) -> Callable[[dict[str, Any]], None]:
     """A Tune function trainable that trains ``algo`` with the trial's parameters."""
     if algo not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algo!r}; choose one of {sorted(ALGORITHMS)}.")
+    # A partial of a module-level function pickles by reference (a closure would drag
+    # this module's globals along to the trial's process).
+    return functools.partial(train_trial, algo)
 
-    def train(params: dict[str, Any]) -> None:
-        from ray import tune
 
-        config, run = split_params(algo, params)
-        if run.logdir is None:  # metrics.jsonl, TensorBoard and checkpoints in the trial dir
-            run = dataclasses.replace(run, logdir=tune.get_context().get_trial_dir())
+def train_trial(algo: str, params: dict[str, Any]) -> None:
+    """One Tune trial: train ``algo`` and report each iteration to Tune."""
+    from ray import tune
 
-        def report(metrics: dict[str, Any], checkpoint: Path | None) -> None:
-            saved = tune.Checkpoint.from_directory(str(checkpoint)) if checkpoint else None
-            tune.report(_numbers(metrics), checkpoint=saved)
+    config, run = split_params(algo, params)
+    if run.logdir is None:  # metrics.jsonl, TensorBoard and checkpoints in the trial dir
+        run = dataclasses.replace(run, logdir=tune.get_context().get_trial_dir())
 
-        token = REPORTER.set(report)
-        try:
-            ALGORITHMS[algo].train()(config, run)
-        finally:
-            REPORTER.reset(token)
+    def report(metrics: dict[str, Any], checkpoint: Path | None) -> None:
+        saved = tune.Checkpoint.from_directory(str(checkpoint)) if checkpoint else None
+        tune.report(_numbers(metrics), checkpoint=saved)
 
-    train.__name__ = f"distrl_{algo}"  # Tune names trials after the trainable
-    return train
+    token = REPORTER.set(report)
+    try:
+        ALGORITHMS[algo].train()(config, run)
+    finally:
+        REPORTER.reset(token)
 
 
 def split_params(algo: str, params: dict[str, Any]) -> tuple[Any, RunConfig]:
