@@ -35,4 +35,5 @@ bench: $(STAMP)
 	$(BIN)/python bench/plot_ddppo_scaling.py
 	$(BIN)/python bench/replay_throughput.py | tee bench/out/replay_throughput.jsonl
 	$(BIN)/python bench/apex_cartpole.py | tee bench/out/apex_cartpole.jsonl
+	$(BIN)/python bench/plot_apex_cartpole.py
 	$(BIN)/python bench/apex_atari.py | tee bench/out/apex_atari.jsonl

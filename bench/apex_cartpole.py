@@ -29,6 +29,8 @@ SB3_EVAL_EVERY = 2_000  # env steps between SB3's evaluations
 
 
 def run_distrl(seed: int, cap_s: float) -> dict:
+    import numpy as np
+
     from distrl import RunConfig, train_apex
     from distrl.metrics import read_jsonl
     from distrl.tuned import tuned
@@ -41,12 +43,12 @@ def run_distrl(seed: int, cap_s: float) -> dict:
         evaluation_duration=EPISODES, max_env_steps=t.env_step_budget * 4,
         logdir=str(logdir), progress=False, num_torch_threads=1))
     rows = read_jsonl(logdir / "metrics.jsonl")
-    eval_s = sum(x.get("eval/time_s", 0.0) for x in rows)
-    train_s = r["time/total_s"] - eval_s
-    return {"reached": r["stopped_by"] == "stop_return", "train_s": train_s,
-            "eval_s": eval_s, "env_steps": r["env/steps_total"],
-            "ray_start_s": r["ray_start_s"],
-            "curve": [(x["time/total_s"], x.get("eval/episode_return_mean")) for x in rows]}
+    eval_s = np.cumsum([x.get("eval/time_s", 0.0) for x in rows])  # excluded, as for SB3
+    curve = [(x["time/total_s"] - e, x["eval/episode_return_mean"])
+             for x, e in zip(rows, eval_s, strict=True)]
+    return {"reached": r["stopped_by"] == "stop_return", "train_s": curve[-1][0],
+            "eval_s": float(eval_s[-1]), "env_steps": r["env/steps_total"],
+            "ray_start_s": r["ray_start_s"], "curve": curve}
 
 
 def run_sb3(seed: int, cap_s: float) -> dict:

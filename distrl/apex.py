@@ -19,7 +19,7 @@ from distrl.algos.dqn import dqn_loss, initial_priorities, nstep_fragment
 from distrl.algos.replay import PrioritizedReplay
 from distrl.envs import EnvSpec
 from distrl.learner import Learner
-from distrl.nets import ModelConfig, QNetwork
+from distrl.nets import ModelConfig, QNetwork, is_image
 from distrl.policy_cache import readonly_tensor
 from distrl.sampling import EnvLoop
 from distrl.types import NStepFragment, Transitions
@@ -32,8 +32,8 @@ def frame_stack(obs_space: gym.Space) -> int:
     ((4, 84, 84) from FrameStackObservation), else 1. Storing each frame once is exact
     whatever the axis holds: consecutive observations share frames only when they do."""
     shape = getattr(obs_space, "shape", None) or ()
-    is_image = isinstance(obs_space, gym.spaces.Box) and obs_space.dtype == np.uint8
-    return int(shape[0]) if is_image and len(shape) == 3 else 1
+    channels_first = len(shape) == 3 and not shape[-1] <= 4 < shape[0]  # see ConvEncoder
+    return int(shape[0]) if is_image(obs_space) and channels_first else 1
 
 
 class EpsilonGreedy:
