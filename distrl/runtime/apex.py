@@ -83,7 +83,6 @@ class LearnerThread(threading.Thread):
         self.stopped = threading.Event()
 
     def run(self) -> None:
-        torch.set_num_threads(torch.get_num_threads())
         try:
             while not self.stopped.is_set():
                 try:
