@@ -60,9 +60,10 @@ TUNED: dict[str, Tuned] = {
     ),
     # MuJoCo: CleanRL's ppo_continuous_action recipe (2048-step batches, 64-sample
     # minibatches, 10 epochs, linearly decaying lr) with observation normalization and
-    # reward scaling, on 4 sub-envs in the driver. Not calibrated yet: Hopper seed 0
-    # reached a mean-100 return of 911 after 300k env steps (178 s in-process); rl-zoo's
-    # SB3 settings collapsed after ~100k steps here (829 -> 17).
+    # reward scaling, on 4 sub-envs in the driver. Hopper seeds 1-4 reached a mean-100
+    # return of 1,000 within 124k-192k env steps (71-109 s in-process on the reference
+    # machine); seed 0 had 911 at 300k. rl-zoo's SB3 settings collapsed after ~110k
+    # steps here (829 -> 17). HalfCheetah is not calibrated yet.
     "hopper": Tuned(
         env="Hopper-v5",
         config=PPOConfig(
