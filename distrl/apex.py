@@ -19,7 +19,7 @@ from distrl.algos.dqn import dqn_loss, initial_priorities, nstep_fragment
 from distrl.algos.replay import PrioritizedReplay
 from distrl.envs import EnvSpec
 from distrl.learner import Learner
-from distrl.nets import ModelConfig, QNetwork, is_image
+from distrl.nets import ModelConfig, QNetwork, image_layout, is_image
 from distrl.policy_cache import readonly_tensor
 from distrl.sampling import EnvLoop
 from distrl.types import NStepFragment, Transitions
@@ -31,9 +31,10 @@ def frame_stack(obs_space: gym.Space) -> int:
     """Frames per observation for the replay: the leading axis of a uint8 image stack
     ((4, 84, 84) from FrameStackObservation), else 1. Storing each frame once is exact
     whatever the axis holds: consecutive observations share frames only when they do."""
-    shape = getattr(obs_space, "shape", None) or ()
-    channels_first = len(shape) == 3 and not shape[-1] <= 4 < shape[0]  # see ConvEncoder
-    return int(shape[0]) if is_image(obs_space) and channels_first else 1
+    if not is_image(obs_space) or len(obs_space.shape) != 3:
+        return 1
+    _, channels_last = image_layout(tuple(obs_space.shape))
+    return 1 if channels_last else int(obs_space.shape[0])
 
 
 class EpsilonGreedy:

@@ -65,18 +65,24 @@ def _register_atari() -> None:
 def make_atari(env_id: str, clip_rewards: bool = True, **kwargs: Any) -> gym.Env:
     """DeepMind's preprocessing (Mnih et al. 2015, Machado et al. 2018) with gymnasium's
     wrappers: up to 30 no-op starts, frame skip 4 with a max over the last two frames,
-    84x84 grey, 4 stacked frames (uint8, (4, 84, 84)); rewards clipped to their sign for
-    learning. RecordEpisodeStatistics sits below the clipping, so the episode returns
-    distrl reports (info["episode"]) are the game's score."""
+    84x84 grey, 4 stacked frames (uint8, (4, 84, 84)); v5's sticky actions (repeat
+    probability 0.25) stay unless ``kwargs`` (env_config) set repeat_action_probability.
+    ``clip_rewards``: see clip_rewards_keep_score (off for evaluation)."""
     _register_atari()
     env = gym.make(env_id, frameskip=1, **kwargs)  # AtariPreprocessing does the skipping
     env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
                                           grayscale_obs=True, scale_obs=False)
     env = gym.wrappers.FrameStackObservation(env, FRAME_STACK)
+    return clip_rewards_keep_score(env) if clip_rewards else env
+
+
+def clip_rewards_keep_score(env: gym.Env) -> gym.Env:
+    """Rewards clipped to their sign for learning (DQN's recipe: one learning rate fits
+    every game's reward scale), with RecordEpisodeStatistics below the clipping: its
+    info["episode"]["r"] is the game's score, which sampling.EnvLoop reports as the
+    episode return instead of the sum of the clipped rewards."""
     env = gym.wrappers.RecordEpisodeStatistics(env)
-    if clip_rewards:
-        env = gym.wrappers.TransformReward(env, lambda r: float(np.sign(r)))
-    return env
+    return gym.wrappers.TransformReward(env, lambda r: float(np.sign(r)))
 
 
 def check_env_id(env: EnvSpec) -> None:

@@ -5,6 +5,11 @@ Distributions are tiny stateless classes over a tensor of "distribution inputs"
 sampling policy can be computed from stored inputs. They skip torch.distributions'
 argument validation and object construction: on CartPole-sized nets that overhead
 is a large share of a forward pass.
+
+Both networks run their layers functionally (F.linear / F.conv2d over cached parameter
+tuples): module-call overhead is about half the cost of acting with a CartPole-sized
+net, and the same code then accepts weights from elsewhere (``forward(obs, params)``,
+used by distrl.policy_cache).
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ NATURE_CONV = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
 @dataclass(frozen=True)
 class ModelConfig:
     """Networks; RLlib's names where RLlib has one. Image observations (see is_image) go
-    through a conv stack first; the dense layers (hiddens) follow it (Nature DQN: 512)."""
+    through a conv stack first and the dense layers (hiddens) follow it: for Atari,
+    ``ModelConfig(hiddens=(512,), activation="relu")`` is Nature DQN's network."""
 
     hiddens: tuple[int, ...] = (64, 64)
     """Hidden layer sizes of the policy (and value) MLP, after the conv stack for images."""
@@ -40,6 +46,8 @@ class ModelConfig:
     conv_filters: tuple[tuple[int, int, int], ...] | None = None
     """Conv layers for image observations as (out_channels, kernel, stride); None: Nature
     DQN's ((32, 8, 4), (64, 4, 2), (64, 3, 1)). Ignored for flat observations."""
+    conv_activation: Literal["relu", "tanh"] = "relu"
+    """Activation after each conv layer."""
     vf_hiddens: tuple[int, ...] | None = None
     """Hidden sizes of the value MLP (None: hiddens); ignored with vf_share_layers."""
     vf_activation: Literal["tanh", "relu"] | None = None
@@ -156,38 +164,70 @@ def check_spaces(obs_space: gym.Space, act_space: gym.Space) -> None:
 
 
 def is_image(space: gym.Space) -> bool:
-    """Image observations get a conv encoder: a uint8 Box of 2 (H, W) or 3 dims, channel
-    first (C, H, W) as FrameStackObservation gives, or channel last (H, W, C <= 4)."""
+    """The rule for a conv encoder: a uint8 Box of 2 dims (H, W: one grey frame) or of 3
+    dims, channel first (C, H, W) as FrameStackObservation gives ((4, 84, 84) for Atari),
+    or channel last (H, W, C) when the last axis has at most 4 entries and the first more
+    (an RGB (210, 160, 3) frame, transposed inside the network). Float Boxes of any rank
+    are flat features for the MLP (a float grid is as often a board or a feature matrix as
+    a picture): give pixels as uint8 to get a conv stack."""
     return (isinstance(space, gym.spaces.Box) and space.dtype == np.uint8
             and len(space.shape) in (2, 3))
 
 
+def image_layout(shape: tuple[int, ...]) -> tuple[tuple[int, ...], bool]:
+    """(C, H, W) the conv stack sees for an image of ``shape``, and whether that image is
+    channel last (see is_image)."""
+    if len(shape) == 2:
+        return (1, *shape), False
+    if shape[-1] <= 4 < shape[0]:
+        return (shape[2], shape[0], shape[1]), True
+    return tuple(shape), False
+
+
+def conv_out_hw(shape: tuple[int, ...], filters: tuple[tuple[int, int, int], ...]
+                ) -> tuple[int, int]:
+    """Height and width after the conv stack (no padding); ValueError when too small."""
+    (_, h, w), _ = image_layout(shape)
+    for i, (_, kernel, stride) in enumerate(filters):
+        h, w = (h - kernel) // stride + 1, (w - kernel) // stride + 1
+        if min(h, w) < 1:
+            raise ValueError(
+                f"image observations of shape {shape} are too small for conv_filters "
+                f"{filters} (layer {i}'s kernel is larger than its input): set "
+                "ModelConfig.conv_filters to smaller kernels and strides, e.g. ((16, 3, 1),), "
+                "or give the observations as float32 to feed them flat to the MLP.")
+    return h, w
+
+
 class ConvEncoder(nn.Module):
-    """Conv stack + flatten over uint8 images, scaled to [0, 1] inside (the replay and
-    the env runners keep frames as uint8: 4x less memory and copying)."""
+    """Conv stack + flatten over images (see is_image). uint8 inputs are scaled to [0, 1]
+    inside, so env runners and the replay keep frames as uint8 (4x less memory and
+    copying); float inputs are taken as already scaled."""
 
-    def __init__(self, space: gym.spaces.Box, filters: tuple[tuple[int, int, int], ...]):
+    def __init__(self, space: gym.spaces.Box, filters: tuple[tuple[int, int, int], ...],
+                 activation: str = "relu", ortho: bool = True):
         super().__init__()
-        shape = tuple(space.shape)
-        self.channels_last = len(shape) == 3 and shape[-1] <= 4 < shape[0]
-        if len(shape) == 2:
-            shape = (1, *shape)
-        elif self.channels_last:
-            shape = (shape[2], shape[0], shape[1])
-        self.in_shape = shape
-        layers, channels = [], shape[0]
+        self.in_shape, self.channels_last = image_layout(tuple(space.shape))
+        channels, convs = self.in_shape[0], []
         for out, kernel, stride in filters:
-            layers += [nn.Conv2d(channels, out, kernel, stride), nn.ReLU()]
+            convs.append(_init(nn.Conv2d(channels, out, kernel, stride), math.sqrt(2), ortho))
             channels = out
-        self.convs = nn.Sequential(*layers, nn.Flatten())
-        with torch.no_grad():
-            self.out_dim = int(self.convs(torch.zeros(1, *shape)).shape[-1])
+        self.convs = nn.ModuleList(convs)
+        self.strides = [stride for _, _, stride in filters]
+        self.activation = _ACTIVATIONS[activation]
+        self.out_dim = channels * math.prod(conv_out_hw(tuple(space.shape), filters))
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = obs.float() / 255.0
+    def forward(self, obs: torch.Tensor, weights: list | None = None) -> torch.Tensor:
+        """Features [B, out_dim]; ``weights``, (weight, bias) per conv layer, replace the
+        module's own for this call."""
+        x = obs.float() / 255.0 if obs.dtype == torch.uint8 else obs.float()
         if self.channels_last:
             x = x.permute(0, 3, 1, 2)
-        return self.convs(x.reshape(x.shape[0], *self.in_shape))
+        x = x.reshape(x.shape[0], *self.in_shape)
+        weights = weights or [(c.weight, c.bias) for c in self.convs]
+        for (w, b), stride in zip(weights, self.strides, strict=True):
+            x = self.activation(F.conv2d(x, w, b, stride))
+        return x.flatten(1)
 
 
 def discrete_start(space: gym.Space) -> int:
@@ -197,7 +237,11 @@ def discrete_start(space: gym.Space) -> int:
 
 
 def encoder_for(obs_space: gym.Space, cfg: ModelConfig) -> ConvEncoder | None:
-    return ConvEncoder(obs_space, cfg.conv_filters or NATURE_CONV) if is_image(obs_space) else None
+    """A conv stack for image spaces (is_image), None for flat and Discrete ones."""
+    if not is_image(obs_space):
+        return None
+    return ConvEncoder(obs_space, cfg.conv_filters or NATURE_CONV, cfg.conv_activation,
+                       cfg.ortho_init)
 
 
 def input_dim(obs_space: gym.Space, encoder: ConvEncoder | None) -> int:
@@ -210,10 +254,11 @@ def input_dim(obs_space: gym.Space, encoder: ConvEncoder | None) -> int:
 
 
 def encode(obs: torch.Tensor, encoder: ConvEncoder | None, discrete: bool, start: int,
-           dim: int) -> torch.Tensor:
-    """Observations -> float features [B, dim] for the dense layers."""
+           dim: int, conv: list) -> torch.Tensor:
+    """Observations -> float features [B, dim] for the dense layers (``conv``: the conv
+    layers' (weight, bias) tuples)."""
     if encoder is not None:
-        return encoder(obs)
+        return encoder(obs, conv)
     if discrete:
         # Discrete(n, start) observations take values start..start+n-1; one_hot needs 0..n-1.
         return F.one_hot(obs.long().reshape(-1) - start, dim).float()
@@ -229,7 +274,8 @@ def check_filterable(obs_space: gym.Space, encoder: ConvEncoder | None) -> None:
                          f"observations, not {obs_space}; leave it at 'NoFilter'.")
 
 
-def _init(layer: nn.Linear, gain: float, ortho: bool = True) -> nn.Linear:
+def _init(layer: nn.Linear | nn.Conv2d, gain: float, ortho: bool = True
+          ) -> nn.Linear | nn.Conv2d:
     # Orthogonal init with small policy-head gain: the standard PPO recipe
     # (Andrychowicz et al. 2020, arXiv 2006.05990) that makes early updates stable.
     if ortho:
@@ -244,15 +290,36 @@ def _layers(sizes: list[int], n_out: int, out_gain: float, ortho: bool = True
     return nn.ModuleList([*hidden, _init(nn.Linear(sizes[-1], n_out), out_gain, ortho)])
 
 
+def _named(prefix: str, layers: nn.ModuleList | None) -> dict[str, nn.Module]:
+    return {f"{prefix}.{i}": m for i, m in enumerate(layers or [])}
+
+
+def _cached(groups: list[dict[str, nn.Module]]) -> tuple[list, list]:
+    """Per group of named layers: their (weight, bias) tuples and state_dict names. Plain
+    lists, because nn.Module attribute lookup is slow on the hot path."""
+    return ([[(m.weight, m.bias) for m in g.values()] for g in groups],
+            [[(f"{n}.weight", f"{n}.bias") for n in g] for g in groups])
+
+
+def _lookup(keys: list, params: dict[str, torch.Tensor]) -> list:
+    """The (weight, bias) tuples of ``keys`` (as _cached gives them) taken from ``params``."""
+    return [[(params[w], params[b]) for w, b in g] for g in keys]
+
+
+def _mlp(params: list, x: torch.Tensor, last_act: bool, activation) -> torch.Tensor:
+    for i, (w, b) in enumerate(params):
+        x = F.linear(x, w, b)
+        if last_act or i < len(params) - 1:
+            x = activation(x)
+    return x
+
+
 OBS_CLIP = 10.0  # RLlib's MeanStdFilter and SB3's VecNormalize clip normalized obs here
 
 
 class ActorCritic(nn.Module):
-    """Policy head (distribution inputs) and value head over flat observations.
-
-    forward() applies the layers with F.linear instead of calling each nn.Module:
-    module-call overhead is about half the cost of acting with a CartPole-sized net.
-    """
+    """Policy head (distribution inputs) and value head over the observation's features:
+    a conv stack shared by both heads for images, the flat observation otherwise."""
 
     def __init__(self, obs_space: gym.Space, act_space: gym.Space, cfg: ModelConfig):
         super().__init__()
@@ -292,11 +359,9 @@ class ActorCritic(nn.Module):
         self._cache_params()
 
     def _cache_params(self) -> None:
-        # Plain lists of (weight, bias): nn.Module attribute lookup is slow on the hot path.
-        groups = {"shared": self.shared, "pi": self.pi, "vf": self.vf}
-        self._params = [[(m.weight, m.bias) for m in layers] for layers in groups.values()]
-        self._keys = [[(f"{g}.{i}.weight", f"{g}.{i}.bias") for i in range(len(layers))]
-                      for g, layers in groups.items()]
+        self._params, self._keys = _cached([
+            _named("encoder.convs", self.encoder.convs if self.encoder is not None else None),
+            _named("shared", self.shared), _named("pi", self.pi), _named("vf", self.vf)])
 
     def _apply(self, fn, recurse=True):  # .to(), .cuda(), ...: parameters may be new tensors
         out = super()._apply(fn, recurse)
@@ -307,14 +372,6 @@ class ActorCritic(nn.Module):
         out = super().load_state_dict(state_dict, strict=strict, assign=assign)
         self._cache_params()  # assign=True replaces the parameter objects themselves
         return out
-
-    @staticmethod
-    def _mlp(params: list, x: torch.Tensor, last_act: bool, activation) -> torch.Tensor:
-        for i, (w, b) in enumerate(params):
-            x = F.linear(x, w, b)
-            if last_act or i < len(params) - 1:
-                x = activation(x)
-        return x
 
     def obs_stats(self) -> RunningStats:
         """The observation filter's statistics (what runners act with)."""
@@ -345,21 +402,18 @@ class ActorCritic(nn.Module):
         this call: one skeleton can then act for many policies whose weights live
         elsewhere, e.g. as views of shared memory (distrl.policy_cache).
         """
-        if self.encoder is not None and params is not None:
-            raise ValueError("weights from `params` are not supported for conv networks")
-        x = encode(obs, self.encoder, self.discrete_obs, self.obs_start, self.obs_dim)
+        if params is None:
+            (conv, shared, pi, vf), log_std = self._params, self.log_std
+        else:
+            (conv, shared, pi, vf), log_std = _lookup(self._keys, params), params.get("log_std")
+        x = encode(obs, self.encoder, self.discrete_obs, self.obs_start, self.obs_dim, conv)
         if self.filtered:
             x = self.normalize(x, params)
-        if params is None:
-            (shared, pi, vf), log_std = self._params, self.log_std
-        else:
-            shared, pi, vf = ([(params[w], params[b]) for w, b in g] for g in self._keys)
-            log_std = params.get("log_std")
-        h = self._mlp(shared, x, True, self.activation)
-        out = self._mlp(pi, h, False, self.activation)
+        h = _mlp(shared, x, True, self.activation)
+        out = _mlp(pi, h, False, self.activation)
         if log_std is not None:
             out = torch.cat([out, log_std.expand_as(out)], dim=-1)
-        return out, self._mlp(vf, h, False, self.vf_activation).squeeze(-1)
+        return out, _mlp(vf, h, False, self.vf_activation).squeeze(-1)
 
     def act(self, obs: torch.Tensor, generator: torch.Generator | None
             ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -371,9 +425,12 @@ class ActorCritic(nn.Module):
 
 
 class QNetwork(nn.Module):
-    """Q-values [B, n_actions] for a Discrete action space: encoder, dense layers
-    (ModelConfig.hiddens) and a Q head, or with ``dueling`` (Wang et al. 2016) a value
-    and an advantage head combined as Q = V + A - mean(A)."""
+    """Q-values [B, n_actions] for a Discrete action space: the encoder (conv stack for
+    images, one-hot for Discrete observations), dense layers (ModelConfig.hiddens and
+    activation) and a Q head, or with ``dueling`` (Wang et al. 2016) a value and an
+    advantage head combined as Q = V + A - mean(A). Of ModelConfig it reads hiddens,
+    activation, conv_filters, conv_activation and ortho_init. The runtime explores
+    (apex.EpsilonGreedy); greedy() is for evaluation."""
 
     def __init__(self, obs_space: gym.Space, act_space: gym.Space, cfg: ModelConfig,
                  dueling: bool = True):
@@ -382,26 +439,50 @@ class QNetwork(nn.Module):
         if not isinstance(act_space, gym.spaces.Discrete):
             raise ValueError(f"DQN needs a Discrete action space, not {act_space}; use PPO "
                              "(`distrl train ppo`) for Box actions.")
+        if cfg.observation_filter != "NoFilter":
+            raise ValueError("observation_filter='MeanStdFilter' is PPO's (its runners collect "
+                             "the statistics); leave it at 'NoFilter' for a Q-network.")
         self.discrete_obs = isinstance(obs_space, gym.spaces.Discrete)
         self.obs_start = discrete_start(obs_space)
         self.encoder = encoder_for(obs_space, cfg)
         self.obs_dim = input_dim(obs_space, self.encoder)
-        self.activation = torch.tanh if cfg.activation == "tanh" else torch.relu
-        sizes = [self.obs_dim, *cfg.hiddens]
-        n = int(act_space.n)
-        self.hidden = _layers(sizes[:-1], sizes[-1], math.sqrt(2))
-        self.advantage = _init(nn.Linear(sizes[-1], n), 1.0)
-        self.value = _init(nn.Linear(sizes[-1], 1), 1.0) if dueling else None
+        self.activation = _ACTIVATIONS[cfg.activation]
+        sizes, ortho = [self.obs_dim, *cfg.hiddens], cfg.ortho_init
+        self.hidden = _layers(sizes[:-1], sizes[-1], math.sqrt(2), ortho)
+        self.advantage = _init(nn.Linear(sizes[-1], int(act_space.n)), 1.0, ortho)
+        self.value = _init(nn.Linear(sizes[-1], 1), 1.0, ortho) if dueling else None
+        self._cache_params()
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = encode(obs, self.encoder, self.discrete_obs, self.obs_start, self.obs_dim)
-        for layer in self.hidden:
-            x = self.activation(F.linear(x, layer.weight, layer.bias))
-        a = F.linear(x, self.advantage.weight, self.advantage.bias)
-        if self.value is None:
+    def _cache_params(self) -> None:
+        heads = {"advantage": self.advantage}
+        if self.value is not None:
+            heads["value"] = self.value
+        self._params, self._keys = _cached([
+            _named("encoder.convs", self.encoder.convs if self.encoder is not None else None),
+            _named("hidden", self.hidden), heads])
+
+    def _apply(self, fn, recurse=True):  # as ActorCritic's: keep the cached tuples current
+        out = super()._apply(fn, recurse)
+        self._cache_params()
+        return out
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        out = super().load_state_dict(state_dict, strict=strict, assign=assign)
+        self._cache_params()
+        return out
+
+    def forward(self, obs: torch.Tensor, params: dict[str, torch.Tensor] | None = None
+                ) -> torch.Tensor:
+        """Q-values [B, n_actions]; ``params`` as in ActorCritic.forward."""
+        conv, hidden, heads = self._params if params is None else _lookup(self._keys, params)
+        x = encode(obs, self.encoder, self.discrete_obs, self.obs_start, self.obs_dim, conv)
+        h = _mlp(hidden, x, True, self.activation)
+        a = F.linear(h, *heads[0])
+        if len(heads) == 1:
             return a
-        v = F.linear(x, self.value.weight, self.value.bias)
+        v = F.linear(h, *heads[1])
         return v + a - a.mean(-1, keepdim=True)
 
     def greedy(self, obs: torch.Tensor) -> torch.Tensor:
+        """The argmax actions (indices into the Discrete space) [B]."""
         return self(obs).argmax(-1)

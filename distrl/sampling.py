@@ -34,7 +34,7 @@ class Policy(Protocol):
 class Trajectory:
     """The steps of one collect call, time-major ``[T, N, ...]``."""
 
-    obs: np.ndarray  # [T, N, *obs_shape] float32, the obs each step acted on
+    obs: np.ndarray  # [T, N, *obs_shape] the obs each step acted on: uint8 or float32
     actions: np.ndarray  # [T, N] int64 (index into the Discrete space) or [T, N, A] unclipped
     rewards: np.ndarray  # [T, N] float32
     terminated: np.ndarray  # [T, N] bool
@@ -71,7 +71,8 @@ class EnvLoop:
         self.envs = make_vec_env(env, num_envs, env_config)
         self.num_envs = num_envs
         self.to_env_action = env_action_fn(self.envs.single_action_space)
-        # uint8 images stay uint8 (the networks scale them): 4x less memory and copying.
+        # uint8 observations (images) stay uint8, 4x less memory and copying than float32
+        # (the networks scale images themselves); everything else becomes float32.
         space = self.envs.single_observation_space
         self.obs_dtype = np.uint8 if getattr(space, "dtype", None) == np.uint8 else np.float32
         self.obs, _ = self.envs.reset(seed=seed)
@@ -136,7 +137,8 @@ class EnvLoop:
         self.ep_return += rewards * valid
         self.ep_len += valid
         if "episode" in info:  # RecordEpisodeStatistics below a reward wrapper (Atari's
-            # clipping): report the env's own return, not the clipped one learned from.
+            # clipping, envs.clip_rewards_keep_score): report the game's score, not the
+            # sum of the clipped rewards the learner sees.
             self.ep_return = np.where(info["_episode"], info["episode"]["r"], self.ep_return)
         return (obs, actions, rewards, terminated, truncated,
                 {k: v.numpy() for k, v in extras.items()}, valid)

@@ -1,17 +1,26 @@
+"""Atari: DeepMind preprocessing, clipped rewards for learning but the game's score as
+the episode return, uint8 frames end to end, and PPO on Pong in process."""
+
+import subprocess
+import sys
+
 import gymnasium as gym
 import numpy as np
 import torch
 
 from distrl import ModelConfig, PPOConfig, RunConfig, train_ppo
-from distrl.envs import make_atari, make_vec_env
+from distrl.envs import clip_rewards_keep_score, make_atari, make_vec_env
 from distrl.sampling import EnvLoop
 
+torch.set_num_threads(1)
 
-class BigRewards(gym.Env):
-    """Reward 5 per step, episodes of 3 steps."""
+
+class ScoredEnv(gym.Env):
+    """Rewards 5, 0, -7 in 3-step episodes (score -2); frames are uint8."""
 
     observation_space = gym.spaces.Box(0, 255, (2, 2), np.uint8)
     action_space = gym.spaces.Discrete(2)
+    REWARDS = (5.0, 0.0, -7.0)
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -20,36 +29,42 @@ class BigRewards(gym.Env):
 
     def step(self, action):
         self.t += 1
-        return np.full((2, 2), self.t, np.uint8), 5.0, self.t == 3, False, {}
+        obs = np.full((2, 2), 200 + self.t, np.uint8)
+        return obs, self.REWARDS[self.t - 1], self.t == 3, False, {}
 
 
-def clipped_big_rewards():
-    # The same stack as make_atari's top: statistics below, clipping above.
-    env = gym.wrappers.RecordEpisodeStatistics(BigRewards())
-    return gym.wrappers.TransformReward(env, lambda r: float(np.sign(r)))
-
-
-class Random:
+class First:
     def act(self, obs, generator):
         return torch.zeros(obs.shape[0], dtype=torch.int64), {}
 
 
-def test_learning_sees_clipped_rewards_while_episode_returns_are_the_raw_score():
-    loop = EnvLoop(clipped_big_rewards, 2, seed=0)
-    traj = loop.collect(Random(), 8, None)
-    assert set(traj.rewards[traj.valid].tolist()) == {1.0}
-    assert traj.episode_returns.tolist() == [15.0] * len(traj.episode_returns)
-    assert len(traj.episode_returns) >= 4
-    assert traj.obs.dtype == np.uint8  # frames stay uint8
+def test_learning_sees_clipped_rewards_while_episode_returns_are_the_game_score():
+    loop = EnvLoop(lambda: clip_rewards_keep_score(ScoredEnv()), 2, seed=0)
+    traj = loop.collect(First(), 7, None)
+    np.testing.assert_array_equal(traj.rewards[traj.valid].reshape(-1, 2)[:3], [
+        [1.0, 1.0], [0.0, 0.0], [-1.0, -1.0]])
+    assert traj.episode_returns.tolist() == [-2.0] * 4  # not the clipped sum 0
+    assert traj.obs.dtype == np.uint8 and traj.next_obs.dtype == np.uint8
+    assert traj.obs.max() == 203  # no float round trip, no scaling
 
 
-def test_make_atari_stacks_gray_84x84_frames_and_clips_above_the_statistics():
+def test_make_atari_is_deepminds_preprocessing():
     env = make_atari("ALE/Pong-v5")
-    assert isinstance(env, gym.wrappers.TransformReward)
-    assert isinstance(env.env, gym.wrappers.RecordEpisodeStatistics)
-    assert env.observation_space.shape == (4, 84, 84)
-    assert not isinstance(make_atari("ALE/Pong-v5", clip_rewards=False),
-                          gym.wrappers.TransformReward)
+    assert env.observation_space == gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    wrappers, inner = {}, env
+    while isinstance(inner, gym.Wrapper):
+        wrappers[type(inner).__name__], inner = inner, inner.env
+    pre = wrappers["AtariPreprocessing"]
+    assert (pre.noop_max, pre.frame_skip, pre.screen_size, pre.grayscale_obs) == (
+        30, 4, (84, 84), True)
+    assert wrappers["FrameStackObservation"].stack_size == 4
+    assert inner._frameskip == 1  # the preprocessing skips (and max-pools) frames
+    assert inner.ale.getFloat("repeat_action_probability") == 0.25  # v5's sticky actions
+    assert {"TransformReward", "RecordEpisodeStatistics"} <= set(wrappers)
+    env.close()
+    plain = make_atari("ALE/Pong-v5", clip_rewards=False)
+    assert not isinstance(plain, gym.wrappers.TransformReward)  # evaluation's real score
+    plain.close()
     vec = make_vec_env("ALE/Pong-v5", 2)
     obs, _ = vec.reset(seed=0)
     assert obs.shape == (2, 4, 84, 84) and obs.dtype == np.uint8
@@ -57,7 +72,6 @@ def test_make_atari_stacks_gray_84x84_frames_and_clips_above_the_statistics():
 
 
 def test_ppo_runs_on_pong_with_the_conv_encoder(tmp_path):
-    torch.set_num_threads(1)
     config = PPOConfig(num_env_runners=0, num_envs_per_env_runner=2, rollout_fragment_length=16,
                        train_batch_size=32, minibatch_size=16, num_epochs=1,
                        model=ModelConfig(hiddens=(64,), activation="relu"))
@@ -67,13 +81,15 @@ def test_ppo_runs_on_pong_with_the_conv_encoder(tmp_path):
     assert np.isfinite(result["learner/policy_loss"])
 
 
-def test_a_missing_mujoco_names_the_extra_to_install():
-    import subprocess
-    import sys
-
-    code = ("import sys; sys.modules['mujoco'] = None\n"
+def missing_package_error(package, env_id):
+    code = (f"import sys; sys.modules[{package!r}] = None\n"
             "from distrl.envs import make_vec_env\n"
-            "try:\n    make_vec_env('Hopper-v5', 1)\n"
+            f"try:\n    make_vec_env({env_id!r}, 1)\n"
             "except ValueError as err:\n    print(err)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert "pip install 'distrl[mujoco]'" in out.stdout, out.stdout + out.stderr
+    return out.stdout + out.stderr
+
+
+def test_a_missing_ale_py_or_mujoco_names_the_extra_to_install():
+    assert "pip install 'distrl[atari]'" in missing_package_error("ale_py", "ALE/Pong-v5")
+    assert "pip install 'distrl[mujoco]'" in missing_package_error("mujoco", "Hopper-v5")

@@ -4,7 +4,12 @@ import pytest
 import torch
 
 from distrl import nets
-from distrl.nets import ActorCritic, ModelConfig
+from distrl.nets import ActorCritic, ConvEncoder, ModelConfig, QNetwork
+from distrl.policy_cache import PolicyCache, PolicySpec, flatten_policy
+
+torch.set_num_threads(1)
+FRAMES = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)  # FrameStackObservation's Atari obs
+BOX = gym.spaces.Box(-1, 1, (4,), np.float32)
 
 
 def test_discrete_obs_with_start_one_hot_encodes_obs_minus_start():
@@ -44,61 +49,130 @@ def test_load_state_dict_with_assign_recaches_the_forward_parameters():
         torch.testing.assert_close(got, want)
 
 
+def outputs(x):
+    """A network's outputs as a tuple: (dist inputs, values) or (Q-values,)."""
+    return x if isinstance(x, tuple) else (x,)
+
+
+def frames(n=2, shape=(4, 84, 84)):
+    return torch.randint(0, 256, (n, *shape), dtype=torch.uint8,
+                         generator=torch.Generator().manual_seed(0))
+
+
+def test_q_network_one_hot_encodes_discrete_obs_minus_start():
+    torch.manual_seed(0)
+    plain = QNetwork(gym.spaces.Discrete(3), gym.spaces.Discrete(2), ModelConfig(hiddens=(8,)))
+    shifted = QNetwork(gym.spaces.Discrete(3, start=5), gym.spaces.Discrete(2),
+                       ModelConfig(hiddens=(8,)))
+    shifted.load_state_dict(plain.state_dict())
+    torch.testing.assert_close(shifted(torch.tensor([5, 6, 7])), plain(torch.tensor([0, 1, 2])))
+
+
 def test_q_network_dueling_combines_value_and_mean_centred_advantages():
-    from distrl.nets import QNetwork
-
-    space = gym.spaces.Box(-1, 1, (4,), np.float32)
-    net = QNetwork(space, gym.spaces.Discrete(3), ModelConfig(hiddens=(8,), activation="relu"))
+    net = QNetwork(BOX, gym.spaces.Discrete(3), ModelConfig(hiddens=(8, 8), activation="relu"))
     obs = torch.randn(5, 4)
-    h = torch.relu(net.hidden[0](obs))
+    h = torch.relu(net.hidden[1](torch.relu(net.hidden[0](obs))))
     a, v = net.advantage(h), net.value(h)
-    assert torch.allclose(net(obs), v + a - a.mean(-1, keepdim=True), atol=1e-6)
+    torch.testing.assert_close(net(obs), v + a - a.mean(-1, keepdim=True))
     assert net.greedy(obs).tolist() == net(obs).argmax(-1).tolist()
-    plain = QNetwork(space, gym.spaces.Discrete(3), ModelConfig(hiddens=(8,)), dueling=False)
-    assert plain.value is None and plain(obs).shape == (5, 3)
+    plain = QNetwork(BOX, gym.spaces.Discrete(3), ModelConfig(hiddens=(8,)), dueling=False)
+    assert plain.value is None
+    torch.testing.assert_close(plain(obs), plain.advantage(torch.tanh(plain.hidden[0](obs))))
 
 
-def test_q_network_needs_discrete_actions():
-    from distrl.nets import QNetwork
-
+def test_q_network_needs_discrete_actions_and_no_observation_filter():
     with pytest.raises(ValueError, match=r"DQN needs a Discrete action space.*PPO"):
-        QNetwork(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Box(-1, 1, (2,)), ModelConfig())
+        QNetwork(BOX, gym.spaces.Box(-1, 1, (2,)), ModelConfig())
+    with pytest.raises(ValueError, match="NoFilter"):
+        QNetwork(BOX, gym.spaces.Discrete(2), ModelConfig(observation_filter="MeanStdFilter"))
 
 
-def test_image_observations_get_the_nature_conv_stack_and_are_scaled():
-    from distrl.nets import ConvEncoder, QNetwork
-
-    frames = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
-    net = QNetwork(frames, gym.spaces.Discrete(6), ModelConfig(hiddens=(512,)))
+def test_image_observations_get_the_nature_conv_stack_by_default():
+    net = QNetwork(FRAMES, gym.spaces.Discrete(6), ModelConfig(hiddens=(512,)))
     assert isinstance(net.encoder, ConvEncoder)
-    assert net.encoder.out_dim == 64 * 7 * 7  # Nature DQN: 84 -> 20 -> 9 -> 7
-    obs = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)
-    assert net(obs).shape == (2, 6)
-    scaled = net.encoder.convs(obs.float() / 255.0)
-    assert torch.allclose(net.encoder(obs), scaled)
-    small = ActorCritic(frames, gym.spaces.Discrete(6),
-                        ModelConfig(hiddens=(32,), conv_filters=((8, 8, 4), (8, 4, 2))))
+    assert [tuple(c.weight.shape) for c in net.encoder.convs] == [
+        (32, 4, 8, 8), (64, 32, 4, 4), (64, 64, 3, 3)]
+    assert net.encoder.out_dim == 64 * 7 * 7  # 84 -> 20 -> 9 -> 7
+    assert net.encoder(frames()).shape == (2, 64 * 7 * 7)
+    assert net(frames()).shape == (2, 6)
+
+
+def test_custom_conv_filters_and_grey_frames():
+    cfg = ModelConfig(hiddens=(32,), conv_filters=((8, 8, 4), (8, 4, 2)))
+    small = ActorCritic(FRAMES, gym.spaces.Discrete(6), cfg)
     assert small.encoder.out_dim == 8 * 9 * 9
-    dist_inputs, values = small(obs)
+    assert small.encoder(frames()).shape == (2, 8 * 9 * 9)
+    dist_inputs, values = small(frames())
     assert dist_inputs.shape == (2, 6) and values.shape == (2,)
+    grey = QNetwork(gym.spaces.Box(0, 255, (84, 84), np.uint8), gym.spaces.Discrete(3), cfg)
+    assert grey.encoder.in_shape == (1, 84, 84) and grey(frames(shape=(84, 84))).shape == (2, 3)
+
+
+def test_uint8_frames_are_scaled_like_float_frames_over_255():
+    obs = frames()
+    for net in (QNetwork(FRAMES, gym.spaces.Discrete(6), ModelConfig(hiddens=(16,))),
+                ActorCritic(FRAMES, gym.spaces.Discrete(6), ModelConfig(hiddens=(16,)))):
+        for got, want in zip(outputs(net(obs)), outputs(net(obs / 255.0)), strict=True):
+            torch.testing.assert_close(got, want)
+
+
+def test_conv_activation_is_applied_after_each_conv():
+    space, obs = gym.spaces.Box(0, 255, (2, 12, 12), np.uint8), frames(4, (2, 12, 12))
+    relu = ConvEncoder(space, ((4, 3, 1), (4, 3, 1)), "relu")
+    tanh = ConvEncoder(space, ((4, 3, 1), (4, 3, 1)), "tanh")
+    tanh.load_state_dict(relu.state_dict())
+    x = obs / 255.0
+    for enc, act in ((relu, torch.relu), (tanh, torch.tanh)):
+        (c0, c1) = enc.convs
+        torch.testing.assert_close(enc(obs), act(c1(act(c0(x)))).flatten(1))
+    cfg = ModelConfig(conv_filters=((4, 3, 1),), conv_activation="tanh")
+    assert QNetwork(space, gym.spaces.Discrete(2), cfg).encoder.activation is torch.tanh
 
 
 def test_channel_last_images_are_transposed():
-    from distrl.nets import ConvEncoder
+    last = ConvEncoder(gym.spaces.Box(0, 255, (84, 84, 3), np.uint8), ((4, 8, 4),))
+    first = ConvEncoder(gym.spaces.Box(0, 255, (3, 84, 84), np.uint8), ((4, 8, 4),))
+    first.load_state_dict(last.state_dict())
+    obs = frames(2, (84, 84, 3))
+    assert last.channels_last and not first.channels_last
+    torch.testing.assert_close(last(obs), first(obs.permute(0, 3, 1, 2)))
 
-    enc = ConvEncoder(gym.spaces.Box(0, 255, (84, 84, 3), np.uint8), ((4, 8, 4),))
-    obs = torch.randint(0, 256, (2, 84, 84, 3), dtype=torch.uint8)
-    expected = enc.convs(obs.permute(0, 3, 1, 2).float() / 255.0)
-    assert torch.allclose(enc(obs), expected)
+
+def test_too_small_images_and_bad_conv_filters_are_refused():
+    with pytest.raises(ValueError, match=r"too small for conv_filters.*smaller kernels"):
+        ActorCritic(gym.spaces.Box(0, 255, (5, 5), np.uint8), gym.spaces.Discrete(2),
+                    ModelConfig())
+    with pytest.raises(ValueError, match="conv_filters"):
+        ModelConfig(conv_filters=((32, 8),))
 
 
 def test_flat_actor_critic_keeps_its_state_dict_names():
-    net = ActorCritic(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), ModelConfig())
+    net = ActorCritic(BOX, gym.spaces.Discrete(2), ModelConfig())
     assert net.encoder is None
-    assert sorted(net.state_dict()) == sorted(
-        f"{g}.{i}.{p}" for g in ("pi", "vf") for i in range(3) for p in ("weight", "bias"))
+    assert list(net.state_dict()) == [
+        f"{g}.{i}.{p}" for g in ("pi", "vf") for i in range(3) for p in ("weight", "bias")]
+    conv = ActorCritic(FRAMES, gym.spaces.Discrete(2), ModelConfig(hiddens=(8,)))
+    assert list(conv.state_dict())[:6] == [
+        f"encoder.convs.{i}.{p}" for i in range(3) for p in ("weight", "bias")]
 
 
-def test_bad_conv_filters_are_refused():
-    with pytest.raises(ValueError, match="conv_filters"):
-        ModelConfig(conv_filters=((32, 8),))
+@pytest.mark.parametrize("builder", ["actor_critic", "q_network", "dueling_q_network"])
+@pytest.mark.parametrize("obs_space", [BOX, FRAMES], ids=["flat", "frames"])
+def test_weights_from_params_replace_the_module_own(builder, obs_space):
+    """The policy cache acts with one skeleton and read-only views of another policy's
+    weights: the output must be that policy's, for flat and conv nets alike."""
+    spec = PolicySpec(obs_space, gym.spaces.Discrete(3),
+                      ModelConfig(hiddens=(16,), conv_filters=((8, 8, 4), (8, 3, 2))), builder)
+    torch.manual_seed(1)
+    policy = spec.build()
+    obs = frames(3) if obs_space is FRAMES else torch.randn(3, 4)
+    cached = PolicyCache().put("p", 1, spec, flatten_policy(policy))
+    for got, want in zip(outputs(cached(obs)), outputs(policy(obs)), strict=True):
+        torch.testing.assert_close(got, want)
+
+
+def test_q_network_load_state_dict_with_assign_recaches_the_forward_parameters():
+    q = QNetwork(BOX, gym.spaces.Discrete(2), ModelConfig(hiddens=(8,)))
+    other = QNetwork(BOX, gym.spaces.Discrete(2), ModelConfig(hiddens=(8,)))
+    q.load_state_dict(other.state_dict(), assign=True)  # new parameter objects: re-cached
+    torch.testing.assert_close(q(torch.ones(1, 4)), other(torch.ones(1, 4)))
