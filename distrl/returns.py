@@ -37,7 +37,6 @@ def gae(
     return adv, adv + values[:-1]
 
 
-
 def n_step(
     rewards: np.ndarray,  # [T, N]
     terminated: np.ndarray,  # [T, N] bool
@@ -55,6 +54,9 @@ def n_step(
     ``discount = gamma**k``, or 0 when the episode terminated within the k steps (a
     truncation bootstraps).
     """
+    if n < 1:
+        raise ValueError(f"n_step needs n >= 1 (got {n}): n is the most rewards a "
+                         "transition sums before it bootstraps.")
     T, N = rewards.shape
     done = terminated | truncated
     reward = np.zeros((T, N), dtype=np.float64)

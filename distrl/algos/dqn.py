@@ -24,8 +24,9 @@ def epsilon_ladder(num_workers: int, base: float = 0.4, alpha: float = 7.0) -> n
 
 
 def low_epsilon_workers(epsilons: np.ndarray) -> np.ndarray:
-    """Indices of the third of actors with the lowest epsilon (at least one): their
-    episodes show what the policy can do; the others explore too much."""
+    """Indices of the ``max(1, N // 3)`` actors with the lowest epsilon, lowest first:
+    their episodes show what the policy can do (RLlib's Ape-X reports those); the others
+    explore too much."""
     count = max(1, len(epsilons) // 3)
     return np.argsort(epsilons, kind="stable")[:count]
 
@@ -38,6 +39,10 @@ def compact_frames(obs_seq: np.ndarray, frame_stack: int) -> tuple[np.ndarray, n
     its last frame; any other (the first, an episode start) adds its distinct frames.
     """
     L = obs_seq.shape[0]
+    if frame_stack > 1 and obs_seq.shape[1] != frame_stack:
+        raise ValueError(f"frame_stack={frame_stack} but observations have shape "
+                         f"{obs_seq.shape[1:]}: stacked frames must lie along the first axis "
+                         "(gymnasium's FrameStackObservation); use frame_stack=1 otherwise.")
     if frame_stack == 1:
         return obs_seq, np.arange(L, dtype=np.int64)[:, None]
     frames: list[np.ndarray] = []
@@ -61,8 +66,9 @@ def compact_frames(obs_seq: np.ndarray, frame_stack: int) -> tuple[np.ndarray, n
 def nstep_fragment(traj: Trajectory, gamma: float, n: int, frame_stack: int
                    ) -> tuple[NStepFragment, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The n-step transitions of a Trajectory (time-major order, see returns.n_step) and
-    their ``(t, env, k)`` rows. Each env's obs sequence is its T rows then next_obs;
-    frames are compacted per env and concatenated."""
+    their ``(t, env, k)`` rows (for priorities). Each env's obs sequence is its T rows
+    then next_obs; frames keep the obs dtype and are compacted per env, then concatenated
+    (env-major), so a transition's next_idx is the obs k steps later or next_obs."""
     t, env, k, rewards, discounts = n_step(traj.rewards, traj.terminated, traj.truncated,
                                            traj.valid, gamma, n)
     N = traj.rewards.shape[1]
@@ -98,6 +104,8 @@ def dqn_loss(q: torch.Tensor, q_next_online: torch.Tensor | None, q_next_target:
     with a* = argmax Q_online(next) (double Q, van Hasselt et al. 2016) or argmax
     Q_target(next) (plain); the target carries no gradient.
     """
+    if double_q and q_next_online is None:
+        raise ValueError("double_q needs q_next_online, the online net's Q(next_obs).")
     with torch.no_grad():
         if double_q:
             best = q_next_online.argmax(-1, keepdim=True)

@@ -13,6 +13,8 @@ from distrl.algos.dqn import (
 )
 from distrl.sampling import Trajectory
 
+torch.set_num_threads(1)
+
 
 def loss_inputs(**kw):
     base = dict(
@@ -55,6 +57,11 @@ def test_the_target_carries_no_gradient():
     assert q_next.grad is None
 
 
+def test_double_q_without_the_online_next_q_is_an_error():
+    with pytest.raises(ValueError, match="q_next_online"):
+        dqn_loss(**loss_inputs(q_next_online=None), double_q=True)
+
+
 def test_epsilon_ladder():
     assert epsilon_ladder(1).tolist() == [0.4]
     assert epsilon_ladder(2).tolist() == pytest.approx([0.4, 0.4**8])
@@ -93,20 +100,32 @@ class Counter(gym.Env):
         return np.full((3, 3), self.count % 256, np.uint8)
 
 
-def test_compact_frames_rebuilds_real_frame_stacks_across_episode_starts():
-    env = gym.wrappers.FrameStackObservation(Counter(), 4)
+@pytest.mark.parametrize("padding", ["reset", "zero"])
+def test_compact_frames_rebuilds_real_frame_stacks_across_episode_starts(padding):
+    env = gym.wrappers.FrameStackObservation(Counter(), 4, padding_type=padding)
     obs, _ = env.reset(seed=0)
-    seq = [obs]
+    seq, starts = [obs], 1
     for _ in range(60):
         obs, _, term, trunc, _ = env.step(0)
         seq.append(obs)
         if term or trunc:
             obs, _ = env.reset()
             seq.append(obs)
+            starts += 1
     seq = np.stack(seq)
     frames, idx = compact_frames(seq, 4)
+    assert frames.dtype == np.uint8 and idx.shape == (len(seq), 4)
     assert np.array_equal(frames[idx], seq)
-    assert len(frames) < 1.6 * len(seq)  # 4 per stack without sharing
+    # One new frame per obs (4 without sharing); a zero-padded start also stores the zeros.
+    assert len(frames) == len(seq) + (starts if padding == "zero" else 0)
+
+
+def test_compact_frames_without_stacking_is_the_identity():
+    seq = np.arange(12, dtype=np.float32).reshape(4, 3)
+    frames, idx = compact_frames(seq, 1)
+    assert np.array_equal(frames, seq) and idx.tolist() == [[0], [1], [2], [3]]
+    with pytest.raises(ValueError, match="first axis"):
+        compact_frames(np.zeros((4, 3, 2), np.uint8), 4)
 
 
 def test_nstep_fragment_points_at_the_right_observations():
@@ -130,3 +149,30 @@ def test_nstep_fragment_points_at_the_right_observations():
     assert np.array_equal(frag.frames[frag.next_idx[:, 0]], after)
     assert after[(t == T - 1) & (env == 1)][0, 0] == 99.0  # the fragment end: next_obs
     assert frag.discounts[(t == 1) & (env == 0)][0] == 0.0  # terminates at step 2
+
+
+def test_nstep_fragment_over_a_frame_stacked_vector_env_with_next_step_autoreset():
+    T, N, S = 30, 3, 4
+    envs = gym.vector.SyncVectorEnv(
+        [lambda: gym.wrappers.FrameStackObservation(Counter(), S) for _ in range(N)])
+    obs, _ = envs.reset(seed=1)
+    steps, prev_done = [], np.zeros(N, bool)
+    for _ in range(T):
+        nxt, r, term, trunc, _ = envs.step(np.zeros(N, np.int64))
+        steps.append((obs, r.astype(np.float32), term, trunc, ~prev_done))
+        obs, prev_done = nxt, term | trunc
+    o, r, term, trunc, valid = (np.stack(x) for x in zip(*steps, strict=True))
+    assert (~valid).any() and term.any()  # the fragment crosses episode starts
+    traj = Trajectory(obs=o, actions=np.zeros((T, N), np.int64), rewards=r, terminated=term,
+                      truncated=trunc, valid=valid, extras={}, next_obs=obs,
+                      episode_returns=np.zeros(0), episode_lengths=np.zeros(0, np.int64),
+                      episode_envs=np.zeros(0, np.int64), steps_per_env=T)
+    frag, (t, env, k) = nstep_fragment(traj, 0.9, 3, frame_stack=S)
+    seq = np.concatenate([o, obs[None]])
+    assert frag.frames.dtype == np.uint8 and frag.frames.shape[1:] == (3, 3)
+    assert np.array_equal(frag.frames[frag.obs_idx], seq[t, env])
+    assert np.array_equal(frag.frames[frag.next_idx], seq[t + k, env])
+    assert len(frag.frames) == (T + 1) * N  # one frame per obs, not S
+    ends = term[np.minimum(t[:, None] + np.arange(3), T - 1), env[:, None]]
+    ends &= np.arange(3) < k[:, None]
+    assert np.array_equal(frag.discounts == 0, ends.any(1))

@@ -31,10 +31,12 @@ def test_n_step_matches_a_naive_loop_with_terminals_truncations_and_resets(n):
     T, N = 40, 4
     r = rng.normal(size=(T, N)).astype(np.float32)
     term = rng.random((T, N)) < 0.1
-    trunc = (rng.random((T, N)) < 0.1) & ~term
+    trunc = rng.random((T, N)) < 0.1  # may coincide with term: termination wins
     valid = np.ones((T, N), dtype=bool)
     valid[1:] = ~(term | trunc)[:-1]  # NEXT_STEP: the row after an episode end resets
     t, e, k, R, d = n_step(r, term, trunc, valid, 0.9, n)
+    assert np.all(np.diff(t * N + e) > 0)  # time-major, one per valid row
+    assert np.all(k[t + k == T] <= n) and np.all(k[t == T - 1] == 1)  # cut at the end
     got = sorted(zip(t.tolist(), e.tolist(), k.tolist(), R.tolist(), d.tolist(), strict=True))
     ref = naive_n_step(r, term, trunc, valid, 0.9, n)
     assert len(got) == valid.sum() == len(ref)
@@ -66,3 +68,9 @@ def test_truncation_bootstraps_with_gamma_to_the_steps_taken():
     assert k.tolist() == [2, 1]
     assert R.tolist() == pytest.approx([1.9, 1.0])
     assert d.tolist() == pytest.approx([0.81, 0.9])
+
+
+def test_n_step_rejects_n_below_one():
+    no = np.zeros((2, 1), dtype=bool)
+    with pytest.raises(ValueError, match="n >= 1"):
+        n_step(np.zeros((2, 1), np.float32), no, no, ~no, 0.9, 0)
