@@ -14,7 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from _plot import save
+from _plot import curves, save
 
 HERE = Path(__file__).parent
 STYLE = {"distrl_apex": ("tab:blue", "distrl Ape-X, 2 actors"),
@@ -27,13 +27,7 @@ def main() -> None:
     dst = Path(sys.argv[2]) if len(sys.argv) > 2 else default_dst
     trials = json.loads(src.read_text())
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    labelled = set()
-    for t in trials:
-        color, label = STYLE[t["system"]]
-        xs, ys = zip(*t["curve"], strict=True)
-        ax.plot(xs, ys, color=color, alpha=0.8, lw=1.2, marker=".", ms=3,
-                label=None if t["system"] in labelled else label)
-        labelled.add(t["system"])
+    curves(ax, trials, STYLE, marker=".", ms=3)
     ax.axhline(475, color="gray", ls="--", lw=0.8)
     ax.set_xlabel("training seconds (evaluation excluded)")
     ax.set_ylabel("greedy evaluation, mean of 20 episodes")

@@ -13,7 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from _plot import save
+from _plot import curves, save
 
 HERE = Path(__file__).parent
 STYLE = {"distrl": ("tab:blue", "distrl in-process"),
@@ -27,13 +27,7 @@ def main() -> None:
     dst = Path(sys.argv[2]) if len(sys.argv) > 2 else default_dst
     trials = json.loads(src.read_text())
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    labelled = set()
-    for t in trials:
-        color, label = STYLE[t["system"]]
-        xs, ys = zip(*t["curve"], strict=True)
-        ax.plot(xs, ys, color=color, alpha=0.8, lw=1.2,
-                label=None if t["system"] in labelled else label)
-        labelled.add(t["system"])
+    curves(ax, trials, STYLE)
     ax.axhline(475, color="gray", ls="--", lw=0.8)
     ax.set_xlabel("wall-clock seconds since the start of training")
     ax.set_ylabel("mean return, last 100 episodes")

@@ -36,6 +36,16 @@ class Tuned:
                        num_envs_per_env_runner=per_runner)
 
 
+MUJOCO_PPO = PPOConfig(
+    train_batch_size=2048, minibatch_size=64, num_epochs=10, gamma=0.99, lambda_=0.95,
+    lr_schedule=((0, 3e-4), (1_000_000, 1e-6)), use_kl_loss=False, entropy_coeff=0.0,
+    vf_loss_coeff=0.5, grad_clip=0.5, normalize_rewards=True,
+    model=ModelConfig(hiddens=(64, 64), observation_filter="MeanStdFilter"),
+)
+"""CleanRL's ppo_continuous_action recipe (2048-step batches, 64-sample minibatches,
+10 epochs, linearly decaying lr) with observation normalization and reward scaling."""
+
+
 TUNED: dict[str, Tuned] = {
     # Large batches, few epochs, a high decaying learning rate: on a CPU the cost is per
     # gradient step, so fewer, larger steps reach 475 in less wall time. Seeds 0-4 reached
@@ -58,32 +68,14 @@ TUNED: dict[str, Tuned] = {
         ),
         num_envs=16, stop_return=-400.0, env_step_budget=250_000,
     ),
-    # MuJoCo: CleanRL's ppo_continuous_action recipe (2048-step batches, 64-sample
-    # minibatches, 10 epochs, linearly decaying lr) with observation normalization and
-    # reward scaling, on 4 sub-envs in the driver. Hopper seeds 1-4 reached a mean-100
-    # return of 1,000 within 124k-192k env steps (71-109 s in-process on the reference
-    # machine); seed 0 had 911 at 300k. rl-zoo's SB3 settings collapsed after ~110k
-    # steps here (829 -> 17). HalfCheetah is not calibrated yet.
-    "hopper": Tuned(
-        env="Hopper-v5",
-        config=PPOConfig(
-            train_batch_size=2048, minibatch_size=64, num_epochs=10, gamma=0.99,
-            lambda_=0.95, lr_schedule=((0, 3e-4), (1_000_000, 1e-6)), use_kl_loss=False,
-            entropy_coeff=0.0, vf_loss_coeff=0.5, grad_clip=0.5, normalize_rewards=True,
-            model=ModelConfig(hiddens=(64, 64), observation_filter="MeanStdFilter"),
-        ),
-        num_envs=4, stop_return=1_000.0, env_step_budget=300_000,
-    ),
-    "halfcheetah": Tuned(
-        env="HalfCheetah-v5",
-        config=PPOConfig(
-            train_batch_size=2048, minibatch_size=64, num_epochs=10, gamma=0.99,
-            lambda_=0.95, lr_schedule=((0, 3e-4), (1_000_000, 1e-6)), use_kl_loss=False,
-            entropy_coeff=0.0, vf_loss_coeff=0.5, grad_clip=0.5, normalize_rewards=True,
-            model=ModelConfig(hiddens=(64, 64), observation_filter="MeanStdFilter"),
-        ),
-        num_envs=4, stop_return=1_500.0, env_step_budget=300_000,
-    ),
+    # MuJoCo: see MUJOCO_PPO. Hopper seeds 1-4 reached a mean-100 return of 1,000 within
+    # 124k-192k env steps (71-109 s in-process on the reference machine); seed 0 had 911
+    # at 300k. rl-zoo's SB3 settings collapsed after ~110k steps here (829 -> 17).
+    "hopper": Tuned(env="Hopper-v5", config=MUJOCO_PPO, num_envs=4, stop_return=1_000.0,
+                    env_step_budget=300_000),
+    # Not calibrated yet.
+    "halfcheetah": Tuned(env="HalfCheetah-v5", config=MUJOCO_PPO, num_envs=4,
+                         stop_return=1_500.0, env_step_budget=300_000),
     # Atari: CleanRL's ppo_atari (8 envs x 128 steps, 4 minibatches, 4 epochs, clip 0.1,
     # entropy 0.01), the Nature encoder and a shared 512 layer. Not calibrated here: a
     # CPU reaches nothing in a test's budget.
