@@ -54,6 +54,9 @@ class RunConfig:
     """Sample actions in evaluation instead of acting greedily."""
     max_env_steps: int = 1_000_000
     """Stop after this many env steps."""
+    max_time_s: float | None = None
+    """Also stop once the run has trained this many seconds (time/total_s, resumes included);
+    checked between iterations."""
     logdir: str | None = None
     """Directory for metrics.jsonl, TensorBoard events and checkpoints (default runs/<name>)."""
     checkpoint_every: int = 0
@@ -98,6 +101,8 @@ class RunConfig:
         for name in ("max_env_steps", "num_torch_threads"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"`{name}` ({getattr(self, name)}) must be > 0.")
+        if self.max_time_s is not None and self.max_time_s <= 0:
+            raise ValueError(f"`max_time_s` ({self.max_time_s}) must be > 0 (or None: no limit).")
         if self.checkpoint_every < 0:
             raise ValueError(f"`checkpoint_every` ({self.checkpoint_every}) must be >= 0.")
 

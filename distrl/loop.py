@@ -241,6 +241,9 @@ def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
                 break
             if progress.env_steps >= max_env_steps(run):
                 break
+            if run.max_time_s is not None and progress.time_s >= run.max_time_s:
+                stopped_by = "max_time_s"
+                break
     return metrics, stopped_by
 
 

@@ -76,6 +76,18 @@ class ModelConfig:
                              "kernel, stride) triples of positive ints, e.g. ((16, 8, 4),).")
 
 
+MASKED_LOGIT = -1e9
+"""Logit of an illegal action: exp() underflows to exactly 0, yet stays finite, so
+entropies and KLs see 0 * finite, never 0 * inf = nan."""
+
+
+def mask_logits(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Logits with illegal actions (mask False) set to MASKED_LOGIT; unchanged without a
+    mask. Sampling, the PPO loss and evaluation all apply it, so a masked action is never
+    drawn and carries no probability mass in the gradient."""
+    return logits if mask is None else logits.masked_fill(~mask.bool(), MASKED_LOGIT)
+
+
 class Categorical:
     """Discrete actions; inputs are logits [B, n]."""
 

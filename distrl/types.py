@@ -29,6 +29,7 @@ class Rollout:
     env_steps: int  # env steps taken, reset steps included (>= B)
     weights_version: int  # version of the weights that acted
     stats: dict[str, RunningStats] = field(default_factory=dict)  # filters' new samples
+    action_mask: np.ndarray | None = None  # [B, n] bool, legal actions (games with masks)
 
     @property
     def size(self) -> int:
@@ -40,8 +41,13 @@ class Rollout:
         arrays = {
             f.name: np.concatenate([getattr(p, f.name) for p in parts])
             for f in fields(Rollout)
-            if f.name not in ("env_steps", "weights_version", "stats")
+            if f.name not in ("env_steps", "weights_version", "stats", "action_mask")
         }
+        masks = [p.action_mask for p in parts]
+        if any(m is not None for m in masks):
+            if any(m is None for m in masks):
+                raise ValueError("cannot concatenate rollouts with and without action masks")
+            arrays["action_mask"] = np.concatenate(masks)
         stats = {}
         for p in parts:
             for k, v in p.stats.items():
@@ -65,6 +71,7 @@ class PPOBatch:
     values: torch.Tensor  # [B]
     advantages: torch.Tensor  # [B] standardized over the whole batch
     value_targets: torch.Tensor  # [B]
+    action_mask: torch.Tensor | None = None  # [B, n] bool: the loss masks illegal logits
 
     @staticmethod
     def from_rollout(r: Rollout, device: torch.device | str = "cpu",
@@ -75,14 +82,16 @@ class PPOBatch:
         adv = (adv - mean) / (std + 1e-8)
         def t(x: np.ndarray) -> torch.Tensor:
             return torch.as_tensor(x, device=device)
+        mask = None if r.action_mask is None else t(r.action_mask)
         return PPOBatch(t(r.obs), t(r.actions), t(r.logp), t(r.dist_inputs), t(r.values),
-                        t(adv.astype(np.float32)), t(r.value_targets))
+                        t(adv.astype(np.float32)), t(r.value_targets), mask)
 
     def __len__(self) -> int:
         return int(self.obs.shape[0])
 
     def index(self, idx: torch.Tensor) -> PPOBatch:
-        return PPOBatch(*(getattr(self, f.name)[idx] for f in fields(self)))
+        return PPOBatch(*(None if (x := getattr(self, f.name)) is None else x[idx]
+                          for f in fields(self)))
 
 
 @dataclass

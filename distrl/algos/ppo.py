@@ -14,7 +14,7 @@ import torch
 import tyro
 
 from distrl.learner import Learner
-from distrl.nets import ModelConfig
+from distrl.nets import ModelConfig, mask_logits
 from distrl.schedules import ScheduleT, schedule_value, validate_schedule
 from distrl.types import PPOBatch
 
@@ -262,6 +262,7 @@ def ppo_update(
         for idx in torch.tensor_split(order, parts_per_epoch):
             mb = batch.index(idx)
             dist_inputs, values = model(mb.obs)
+            dist_inputs = mask_logits(dist_inputs, mb.action_mask)
             loss, parts = ppo_loss(dist_inputs, values, mb, cfg, model.dist, kl_coeff,
                                    entropy_coeff)
             parts.update(learner.step(loss, len(mb)))
@@ -270,6 +271,6 @@ def ppo_update(
             steps += 1
     metrics = {k: float(v) / steps for k, v in sums.items()}
     with torch.no_grad():
-        dist_inputs, _ = model(batch.obs)
+        dist_inputs = mask_logits(model(batch.obs)[0], batch.action_mask)
         metrics["kl"] = float(model.dist.kl(batch.dist_inputs, dist_inputs).mean())
     return metrics

@@ -117,3 +117,42 @@ def test_categorical_sampling_frequencies():
     logits = torch.log(torch.tensor([[0.2, 0.3, 0.5]])).expand(20000, 3)
     counts = np.bincount(Categorical.sample(logits, g).numpy(), minlength=3) / 20000
     np.testing.assert_allclose(counts, [0.2, 0.3, 0.5], atol=0.015)
+
+
+def test_masked_logits_renormalise_over_legal_actions_and_are_never_sampled():
+    from distrl.nets import mask_logits
+
+    logits = torch.log(torch.tensor([[0.2, 0.3, 0.5]])).expand(5000, 3)
+    mask = torch.tensor([True, False, True]).expand(5000, 3)
+    masked = mask_logits(logits, mask)
+    legal = torch.tensor([0.2 / 0.7, 0.0, 0.5 / 0.7])
+    torch.testing.assert_close(torch.softmax(masked[0], -1), legal)
+    entropy = -(legal[[0, 2]] * legal[[0, 2]].log()).sum()
+    assert Categorical.entropy(masked[:1]).item() == pytest.approx(entropy.item(), rel=1e-5)
+    assert Categorical.kl(masked[:1], masked[:1]).item() == 0.0  # finite, not nan
+    drawn = Categorical.sample(masked, torch.Generator().manual_seed(0))
+    assert (drawn != 1).all() and Categorical.greedy(masked).eq(2).all()
+    assert mask_logits(logits, None) is logits
+
+
+def test_ppo_update_learns_over_legal_actions_only():
+    # Three actions, the last always illegal: the loss must see a 2-action distribution,
+    # so the reported entropy stays below log 2 (log 3 without the mask) and every
+    # quantity stays finite even though the old logits hold MASKED_LOGIT.
+    from distrl.nets import mask_logits
+
+    torch.manual_seed(0)
+    model = ActorCritic(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(3), ModelConfig())
+    n = 16
+    mask = torch.tensor([True, True, False]).expand(n, 3).clone()
+    obs = torch.randn(n, 4)
+    with torch.no_grad():
+        old, values = model(obs)
+    old = mask_logits(old, mask)
+    actions = torch.randint(0, 2, (n,))
+    batch = PPOBatch(obs, actions, Categorical.log_prob(old, actions), old, values,
+                     torch.randn(n), torch.randn(n), mask)
+    cfg = PPOHyperparams(minibatch_size=8, num_epochs=2, lr=1e-2)
+    metrics = ppo_update(Learner(model, 1e-2), batch, cfg, 0.2, 0.01)
+    assert all(math.isfinite(v) for v in metrics.values())
+    assert metrics["entropy"] <= math.log(2) + 1e-6 and metrics["kl"] >= 0

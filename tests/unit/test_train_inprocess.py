@@ -57,6 +57,13 @@ def test_stop_return_and_evaluate_a_factory_env(tmp_path):
     assert evaluate(result["checkpoint"], episodes=5, env=counting(end=3)) == [3.0] * 5
 
 
+def test_max_time_s_stops_between_iterations(tmp_path):
+    result = train_ppo(SMALL, run(tmp_path, max_time_s=1e-9, max_env_steps=10_000))
+    assert result["stopped_by"] == "max_time_s" and result["iteration"] == 1
+    with pytest.raises(ValueError, match="max_time_s"):
+        RunConfig(max_time_s=0)
+
+
 def test_evaluate_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         evaluate(tmp_path / "missing")
