@@ -1,0 +1,247 @@
+"""Matches: multi-agent episodes whose seats are played by league policies.
+
+A MatchLoop steps several multi-agent envs (distrl.multiagent's protocol) at once. At every
+reset of an env it asks ``choose(env_index)`` which policy plays which agent; that mapping
+holds until the episode ends, so a league's new matchups take effect at the next reset of
+each env, in the same iteration, and never mid-episode (RLlib #21459, item 1).
+
+Each (env, agent) keeps a Seat: the agent's own steps only (in turn-based games the other
+player's moves are not the agent's steps), with every reward credited to the agent's most
+recent action, so the loser's -1 that arrives on the winner's move lands on the loser's
+last move. When an episode ends, the seats of learning policies become PPO samples (GAE
+over the seat's own steps) and the episode a MatchResult for the league's payoff table.
+
+Acting: all seats a policy plays at one step share one forward pass; illegal actions are
+masked (nets.mask_logits) before sampling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from distrl.multiagent import split_obs
+from distrl.nets import Categorical, DiagGaussian, mask_logits
+from distrl.returns import gae
+from distrl.sampling import env_action_fn
+from distrl.types import Rollout
+
+RANDOM = "random"
+"""Policy id of the built-in uniformly random player (over legal actions)."""
+
+
+class ActingPolicy(Protocol):
+    """What plays a seat: policy_cache.CachedPolicy, or a LocalPolicy in the learner's
+    process. ``__call__(obs) -> (distribution inputs, values)``."""
+
+    version: int
+
+    def __call__(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+@dataclass
+class LocalPolicy:
+    """A module acting with its own weights (in-process learners, evaluation)."""
+
+    module: torch.nn.Module
+    version: int = 0
+
+    def __call__(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.module(obs)
+
+
+@dataclass
+class RandomPolicy:
+    """Uniform over the (legal) actions of a Discrete space; values are 0."""
+
+    n: int
+    version: int = 0
+
+    def __call__(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.zeros(obs.shape[0], self.n), torch.zeros(obs.shape[0])
+
+
+@dataclass
+class Seat:
+    """One agent's steps in one episode, played by one policy."""
+
+    policy_id: str
+    obs: list[np.ndarray] = field(default_factory=list)
+    masks: list[np.ndarray] = field(default_factory=list)
+    actions: list[np.ndarray] = field(default_factory=list)
+    logp: list[float] = field(default_factory=list)
+    dist_inputs: list[np.ndarray] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    total: float = 0.0  # the agent's episode return
+    terminated: bool = False
+    early: float = 0.0  # reward before the agent's first action (added to that action)
+
+    def credit(self, reward: float) -> None:
+        self.total += reward
+        if self.rewards:
+            self.rewards[-1] += reward
+        else:
+            self.early += reward
+
+    def to_arrays(self, gamma: float, lambda_: float) -> dict[str, np.ndarray]:
+        """The seat's samples with GAE over its own steps. A truncated seat bootstraps
+        from its last value: its next observation never came (the episode stopped)."""
+        rewards = np.asarray(self.rewards, np.float32)[:, None]
+        rewards[0] += self.early
+        values = np.asarray(self.values, np.float32)
+        last = 0.0 if self.terminated else values[-1]
+        steps = len(self.rewards)
+        term = np.zeros((steps, 1), bool)
+        trunc = np.zeros((steps, 1), bool)
+        (term if self.terminated else trunc)[-1] = True
+        adv, targets = gae(rewards, np.append(values, last)[:, None], term, trunc, gamma,
+                           lambda_)
+        out = {"obs": np.stack(self.obs), "actions": np.stack(self.actions),
+               "logp": np.asarray(self.logp, np.float32), "values": values,
+               "dist_inputs": np.stack(self.dist_inputs), "advantages": adv[:, 0],
+               "value_targets": targets[:, 0]}
+        if self.masks:
+            out["action_mask"] = np.stack(self.masks)
+        return out
+
+
+@dataclass
+class MatchResult:
+    """A finished episode: who played which agent, and each agent's return."""
+
+    policies: dict[str, str]  # agent -> policy id
+    returns: dict[str, float]  # agent -> episode return
+    length: int  # env steps
+    env: int  # which of the loop's envs played it
+
+
+@dataclass
+class MatchBatch:
+    """What one collect call produced."""
+
+    rollouts: dict[str, Rollout]  # learning policy id -> its samples of finished episodes
+    results: list[MatchResult]
+    env_steps: int
+
+
+class MatchLoop:
+    """Steps ``envs`` (multi-agent) with the policies ``choose`` seats at each reset."""
+
+    def __init__(self, envs: list[Any], choose: Callable[[int], dict[str, str]], seed: int):
+        self.envs, self.choose = envs, choose
+        self.obs: list[dict[str, Any]] = []
+        self.seats: list[dict[str, Seat]] = []
+        self.lengths = [0] * len(envs)
+        spaces = {a: envs[0].action_space(a) for a in envs[0].possible_agents}
+        self._to_env = {a: env_action_fn(space) for a, space in spaces.items()}
+        self._dist = {a: Categorical if isinstance(space, gym.spaces.Discrete) else DiagGaussian
+                      for a, space in spaces.items()}
+        for i, env in enumerate(envs):
+            obs, _ = env.reset(seed=seed + i)  # later resets continue each env's own RNG
+            self.obs.append(obs)
+            self.seats.append(self._seat(i, env))
+
+    def _seat(self, i: int, env: Any) -> dict[str, Seat]:
+        mapping = self.choose(i)
+        missing = set(env.possible_agents) - set(mapping)
+        if missing:
+            raise ValueError(f"choose({i}) left agents {sorted(missing)} without a policy; "
+                             "map every agent of the env to a policy id.")
+        return {agent: Seat(mapping[agent]) for agent in env.possible_agents}
+
+    def collect(self, policy: Callable[[str], ActingPolicy], learning: set[str],
+                min_samples: int, gamma: float, lambda_: float,
+                generator: torch.Generator | None = None, greedy: bool = False,
+                min_episodes: int = 0) -> MatchBatch:
+        """Play until the finished episodes hold ``min_samples`` steps of learning
+        policies and at least ``min_episodes`` episodes; unfinished episodes carry over
+        to the next call with their mapping."""
+        parts: dict[str, list[dict[str, np.ndarray]]] = {}
+        results: list[MatchResult] = []
+        samples = env_steps = 0
+        while samples < min_samples or len(results) < min_episodes:
+            for i, seats in self._step(policy, generator, greedy):
+                results.append(MatchResult({a: s.policy_id for a, s in seats.items()},
+                                           {a: s.total for a, s in seats.items()},
+                                           self.lengths[i], i))
+                self.lengths[i] = 0
+                for seat in seats.values():
+                    if seat.policy_id in learning and seat.rewards:
+                        parts.setdefault(seat.policy_id, []).append(
+                            seat.to_arrays(gamma, lambda_))
+                        samples += len(seat.rewards)
+            env_steps += len(self.envs)
+        return MatchBatch({pid: _rollout(p) for pid, p in parts.items()}, results, env_steps)
+
+    def _step(self, policy: Callable[[str], ActingPolicy], generator: torch.Generator | None,
+              greedy: bool) -> list[tuple[int, dict[str, Seat]]]:
+        """One step of every env; returns the (env, seats) of episodes that ended."""
+        acting: dict[str, list[tuple[int, str]]] = {}
+        for i, obs in enumerate(self.obs):
+            for agent in obs:
+                acting.setdefault(self.seats[i][agent].policy_id, []).append((i, agent))
+        actions: list[dict[str, Any]] = [{} for _ in self.envs]
+        for pid, where in acting.items():
+            dist = self._dist[where[0][1]]  # a policy has one action space
+            for (i, agent), a in zip(where, self._act(policy(pid), dist, where, generator,
+                                                      greedy), strict=True):
+                actions[i][agent] = self._to_env[agent](a)
+        ended = []
+        for i, env in enumerate(self.envs):
+            obs, rewards, terms, _, _ = env.step(actions[i])
+            self.lengths[i] += 1
+            seats = self.seats[i]
+            for agent, r in rewards.items():
+                seats[agent].credit(float(r))
+            for agent, t in terms.items():
+                seats[agent].terminated |= bool(t)
+            if obs and env.agents:
+                self.obs[i] = obs
+                continue
+            ended.append((i, seats))
+            self.obs[i], _ = env.reset()
+            self.seats[i] = self._seat(i, env)
+        return ended
+
+    def _act(self, pi: ActingPolicy, dist: type, where: list[tuple[int, str]],
+             generator: torch.Generator | None, greedy: bool) -> list[np.ndarray]:
+        """One forward pass for every seat this policy plays now; records the steps."""
+        split = [split_obs(self.obs[i][agent]) for i, agent in where]
+        obs = torch.as_tensor(np.stack([o for o, _ in split]))
+        masks = [m for _, m in split]
+        mask = None if masks[0] is None else torch.as_tensor(np.stack(masks)).bool()
+        with torch.no_grad():
+            dist_inputs, values = pi(obs)
+            dist_inputs = mask_logits(dist_inputs, mask)
+            actions = dist.greedy(dist_inputs) if greedy else dist.sample(dist_inputs,
+                                                                          generator)
+            logp = dist.log_prob(dist_inputs, actions)
+        out = actions.numpy()
+        for k, (i, agent) in enumerate(where):
+            seat = self.seats[i][agent]
+            seat.obs.append(split[k][0])
+            if masks[k] is not None:
+                seat.masks.append(masks[k].astype(bool))
+            seat.actions.append(out[k])
+            seat.logp.append(float(logp[k]))
+            seat.dist_inputs.append(dist_inputs[k].numpy())
+            seat.values.append(float(values[k]))
+            seat.rewards.append(0.0)
+        return list(out)
+
+
+def _rollout(parts: list[dict[str, np.ndarray]]) -> Rollout:
+    """One policy's seats as a Rollout (episode stats are the seats' returns)."""
+    cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return Rollout(obs=cat["obs"], actions=cat["actions"], logp=cat["logp"],
+                   dist_inputs=cat["dist_inputs"], values=cat["values"],
+                   advantages=cat["advantages"], value_targets=cat["value_targets"],
+                   episode_returns=np.zeros(0, np.float32),
+                   episode_lengths=np.zeros(0, np.int64), env_steps=0, weights_version=-1,
+                   action_mask=cat.get("action_mask"))

@@ -1,0 +1,82 @@
+"""MatchLoop on connect four: mappings per episode, rewards to the right seat, masks."""
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("pettingzoo")
+
+from distrl.matches import RANDOM, LocalPolicy, MatchLoop, RandomPolicy
+from distrl.multiagent import make_multiagent_env, policy_obs_space
+from distrl.nets import ActorCritic, ModelConfig
+
+
+def envs(n):
+    return [make_multiagent_env("pettingzoo:connect_four_v3") for _ in range(n)]
+
+
+def learner_policy():
+    env = envs(1)[0]
+    torch.manual_seed(0)
+    module = ActorCritic(policy_obs_space(env.observation_space("player_0")),
+                         env.action_space("player_0"), ModelConfig(hiddens=(32,)))
+    return LocalPolicy(module)
+
+
+def test_mapping_changes_take_effect_at_the_next_reset_only():
+    current = {"learner": "A"}
+    chosen: dict[int, list[dict]] = {0: [], 1: [], 2: []}
+
+    def choose(i):
+        mapping = {"player_0": current["learner"], "player_1": RANDOM}
+        chosen[i].append(mapping)
+        return mapping
+
+    loop = MatchLoop(envs(3), choose, seed=0)
+    policies = {"A": RandomPolicy(7), "B": RandomPolicy(7), RANDOM: RandomPolicy(7)}
+    first = loop.collect(policies.__getitem__, set(), 0, 1.0, 1.0, min_episodes=4)
+    current["learner"] = "B"  # the league switches; games in progress keep A
+    second = loop.collect(policies.__getitem__, set(), 0, 1.0, 1.0, min_episodes=12)
+    results = first.results + second.results
+    # Each env's episodes, in order, were played under the mapping chosen at their reset
+    # (the last mapping chosen per env belongs to the episode still running).
+    for i, mappings in chosen.items():
+        played = [r.policies for r in results if r.env == i]
+        assert played == mappings[:len(played)] and len(mappings) == len(played) + 1
+    switched = [r for r in second.results if r.policies["player_0"] == "A"]
+    assert all(r.policies["player_0"] == "A" for r in first.results)
+    # The games running at the switch finished with A; every later game used B.
+    assert len(switched) == 3  # one per env: each had reset under A before the switch
+    assert sum(r.policies["player_0"] == "B" for r in second.results) >= 12 - 3
+
+
+def test_episodes_rewards_reach_the_seat_that_earned_them():
+    pi = learner_policy()
+    loop = MatchLoop(envs(4), lambda i: {"player_0": "A", "player_1": RANDOM}
+                     if i % 2 == 0 else {"player_0": RANDOM, "player_1": "A"}, seed=1)
+    batch = loop.collect({"A": pi, RANDOM: RandomPolicy(7)}.__getitem__, {"A"}, 300,
+                         gamma=1.0, lambda_=1.0, generator=torch.Generator().manual_seed(0))
+    r = batch.rollouts["A"]
+    assert RANDOM not in batch.rollouts and r.size >= 300
+    # gamma = lambda = 1 and a reward only at the end: every value target of a seat is
+    # that seat's final return (+1, 0, -1), the loser's -1 included although it arrived
+    # on the winner's move.
+    assert set(np.unique(r.value_targets).round(5)) <= {-1.0, 0.0, 1.0}
+    seats = [res.returns[a] for res in batch.results for a, p in res.policies.items()
+             if p == "A"]
+    assert -1.0 in seats and 1.0 in seats
+    lengths = [(res.length + (a == "player_0")) // 2 for res in batch.results
+               for a, p in res.policies.items() if p == "A"]
+    assert r.size == sum(lengths)  # one sample per move A made, no other seat's moves
+    # Chronological per seat: targets change only where a new seat begins.
+    starts = np.cumsum([0, *lengths[:-1]])
+    for start, n, ret in zip(starts, lengths, seats, strict=True):
+        np.testing.assert_allclose(r.value_targets[start:start + n], ret, atol=1e-5)
+    # Masks: every sampled action was legal.
+    assert r.action_mask[np.arange(r.size), r.actions].all()
+    np.testing.assert_allclose(r.advantages, r.value_targets - r.values, atol=1e-5)
+
+
+def test_choose_must_seat_every_agent():
+    with pytest.raises(ValueError, match="without a policy"):
+        MatchLoop(envs(1), lambda i: {"player_0": "A"}, seed=0)
