@@ -101,9 +101,11 @@ class Start:
         return self.ckpt.json("progress", "progress.json")["algo"]
 
 
-def start_run(algo: str, config: Any, run: RunConfig) -> Start:
-    """Read the checkpoint to resume from (its configs win over defaults), check the env,
-    seed torch, set threads and pick the logdir."""
+def start_run(algo: str, config: Any, run: RunConfig,
+              check_env: Callable[[Any], None] = check_env_id) -> Start:
+    """Read the checkpoint to resume from (its configs win over defaults), check the env
+    (``check_env``: gymnasium ids by default), seed torch, set threads and pick the
+    logdir."""
     ckpt = None
     if run.resume:
         ckpt = Checkpoint(run.resume)
@@ -113,7 +115,7 @@ def start_run(algo: str, config: Any, run: RunConfig) -> Start:
                 f"resume it with `distrl train {ckpt.algo} --resume {run.resume}`."
             )
         config, run = _resumed_configs(ckpt, config, run)
-    check_env_id(run.env)
+    check_env(run.env)
     torch.set_num_threads(run.num_torch_threads)
     torch.manual_seed(run.seed)
     return Start(algo, config, run, _logdir(algo, run, ckpt), ckpt)
@@ -187,8 +189,11 @@ def max_env_steps(run: RunConfig) -> int:
 
 def drive(start: Start, progress: Progress, iterate: Callable[[], dict[str, Any]],
           save: Callable[[], Path], close: Callable[[], None], ray_start_s: float,
-          policy: Callable[[], Any]) -> dict[str, Any]:
-    """Iterate until a stop condition holds, checkpoint, close the workers and the logger;
+          policy: Callable[[], Any],
+          should_stop: Callable[[dict[str, Any]], str | None] = lambda metrics: None
+          ) -> dict[str, Any]:
+    """Iterate until a stop condition holds (the run's, or a reason from the algorithm's
+    ``should_stop(metrics)``), checkpoint, close the workers and the logger;
     returns the last metrics with the checkpoint path and why the run stopped.
 
     Every run.evaluation_interval iterations, ``policy()`` (the current network) plays
@@ -200,7 +205,8 @@ def drive(start: Start, progress: Progress, iterate: Callable[[], dict[str, Any]
     logger = None
     try:
         logger = MetricsLogger(start.logdir, start.run.progress)
-        metrics, stopped_by = _loop(start.run, progress, logger, iterate, save, policy)
+        metrics, stopped_by = _loop(start.run, progress, logger, iterate, save, policy,
+                                    should_stop)
         checkpoint = save()
     finally:
         close()
@@ -212,7 +218,8 @@ def drive(start: Start, progress: Progress, iterate: Callable[[], dict[str, Any]
 
 def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
           iterate: Callable[[], dict[str, Any]], save: Callable[[], Path],
-          policy: Callable[[], Any]) -> tuple[dict[str, Any], str]:
+          policy: Callable[[], Any], should_stop: Callable[[dict[str, Any]], str | None]
+          ) -> tuple[dict[str, Any], str]:
     stopped_by = "max_env_steps"
     metrics: dict[str, Any] = {}
     tick = time.perf_counter()
@@ -238,6 +245,9 @@ def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
                 break
             if _reached(run, progress, metrics if evaluated else None):
                 stopped_by = "stop_return"
+                break
+            if (reason := should_stop(metrics)) is not None:
+                stopped_by = reason
                 break
             if progress.env_steps >= max_env_steps(run):
                 break

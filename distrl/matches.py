@@ -17,7 +17,7 @@ masked (nets.mask_logits) before sampling.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -157,11 +157,12 @@ class MatchLoop:
 
     def collect(self, policy: Callable[[str], ActingPolicy], learning: set[str],
                 min_samples: int, gamma: float, lambda_: float,
-                generator: torch.Generator | None = None, greedy: bool = False,
+                generator: torch.Generator | None = None, greedy: Collection[str] = (),
                 min_episodes: int = 0) -> MatchBatch:
         """Play until the finished episodes hold ``min_samples`` steps of learning
         policies and at least ``min_episodes`` episodes; unfinished episodes carry over
-        to the next call with their mapping."""
+        to the next call with their mapping. Policies in ``greedy`` take their most
+        probable legal action (evaluation); the others sample."""
         parts: dict[str, list[dict[str, np.ndarray]]] = {}
         results: list[MatchResult] = []
         samples = env_steps = 0
@@ -180,7 +181,7 @@ class MatchLoop:
         return MatchBatch({pid: _rollout(p) for pid, p in parts.items()}, results, env_steps)
 
     def _step(self, policy: Callable[[str], ActingPolicy], generator: torch.Generator | None,
-              greedy: bool) -> list[tuple[int, dict[str, Seat]]]:
+              greedy: Collection[str]) -> list[tuple[int, dict[str, Seat]]]:
         """One step of every env; returns the (env, seats) of episodes that ended."""
         acting: dict[str, list[tuple[int, str]]] = {}
         for i, obs in enumerate(self.obs):
@@ -189,8 +190,8 @@ class MatchLoop:
         actions: list[dict[str, Any]] = [{} for _ in self.envs]
         for pid, where in acting.items():
             dist = self._dist[where[0][1]]  # a policy has one action space
-            for (i, agent), a in zip(where, self._act(policy(pid), dist, where, generator,
-                                                      greedy), strict=True):
+            acts = self._act(policy(pid), dist, where, generator, pid in greedy)
+            for (i, agent), a in zip(where, acts, strict=True):
                 actions[i][agent] = self._to_env[agent](a)
         ended = []
         for i, env in enumerate(self.envs):

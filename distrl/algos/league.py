@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from distrl.algos.ppo import PPOHyperparams, check_positive
+
 ROLES = ("main_agent", "main_exploiter", "league_exploiter")
 WEIGHTINGS = ("hard", "variance", "linear")
 
@@ -77,6 +79,55 @@ class LeagueRules:
             raise ValueError("snapshot_steps must be > 0 and min_games_for_decision >= 0.")
 
 
+@dataclass(frozen=True)
+class LeagueConfig(PPOHyperparams):
+    """A league of PPO learners playing a multi-agent game (docs/league.md)."""
+
+    rules: LeagueRules = field(default_factory=LeagueRules)
+    """Roles, matchmaking, snapshots and resets."""
+    train_batch_size: int = 2048
+    """Samples (the learner's own moves) per learner per iteration."""
+    num_envs: int = 16
+    """Games played at once."""
+    league_eval_interval: int = 5
+    """Every N iterations the main agents play evaluation matches (0: never); win rates
+    and Elo come only from these, never from training batches (RLlib #33472)."""
+    league_eval_games: int = 200
+    """Games per evaluation, half in each seat; the main agents act greedily."""
+    league_eval_opponent: str = "random"
+    """Who the main agents are evaluated against: "random" (uniform over legal moves)."""
+    stop_win_rate: float | None = None
+    """Stop once every main agent's evaluation win rate reaches this."""
+    num_env_runners: int = 0
+    """Ray env runners; 0 plays every game in the driver (the only mode built so far)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive(self, "train_batch_size", "num_envs", "league_eval_games")
+        if self.league_eval_interval < 0:
+            raise ValueError(f"`league_eval_interval` ({self.league_eval_interval}) must be >= 0.")
+        if self.stop_win_rate is not None and not (
+                self.league_eval_interval and 0 < self.stop_win_rate <= 1):
+            raise ValueError("`stop_win_rate` needs evaluations (league_eval_interval > 0) "
+                             "and a value in (0, 1].")
+        if self.league_eval_opponent != "random":
+            raise ValueError("`league_eval_opponent` must be 'random' for now "
+                             f"(got {self.league_eval_opponent!r}).")
+        if self.num_env_runners:
+            raise ValueError("league training runs its games in the driver for now: set "
+                             "num_env_runners=0 (Ray env runners and DistributedLearners "
+                             "are not built yet).")
+
+    def learner_ids(self) -> list[tuple[str, str]]:
+        """(id, role) of every learner: main_0.., main_exploiter_0.., league_exploiter_0.."""
+        r = self.rules
+        return ([(f"main_{i}", "main_agent") for i in range(r.num_main_agents)]
+                + [(f"main_exploiter_{i}", "main_exploiter")
+                   for i in range(r.num_main_exploiters)]
+                + [(f"league_exploiter_{i}", "league_exploiter")
+                   for i in range(r.num_league_exploiters)])
+
+
 def pfsp_weights(win_rates: np.ndarray, weighting: str = "hard") -> np.ndarray:
     """Probabilities over opponents from the learner's win rate against each; uniform
     when every weight is 0 (e.g. all opponents always beaten under "hard")."""
@@ -108,10 +159,10 @@ class PayoffTable:
             raise ValueError(f"outcome must be 1 (win), 0.5 (draw) or 0 (loss); got {outcome}.")
         for x, y, o in ((a, b, outcome), (b, a, 1.0 - outcome)):
             w, d, g = (v * self.decay for v in self._row(x, y))
-            self.results[x][y] = [w + (o == 1.0), d + (o == 0.5), g + 1.0]
+            self.results.setdefault(x, {})[y] = [w + (o == 1.0), d + (o == 0.5), g + 1.0]
 
     def _row(self, a: str, b: str) -> list[float]:
-        return self.results.setdefault(a, {}).get(b, [0.0, 0.0, 0.0])
+        return self.results.get(a, {}).get(b, [0.0, 0.0, 0.0])
 
     def games(self, a: str, b: str) -> float:
         return self._row(a, b)[2]

@@ -16,6 +16,7 @@ from typing import Any
 
 from distrl.algos.apex import ApexConfig
 from distrl.algos.ddppo import DDPPOConfig
+from distrl.algos.league import LeagueConfig
 from distrl.algos.ppo import PPOConfig
 
 
@@ -42,4 +43,6 @@ ALGORITHMS: dict[str, Algorithm] = {
                        "DD-PPO: every worker samples and trains; gradients are all-reduced."),
     "apex": Algorithm(ApexConfig, "distrl.train.apex:train_apex",
                       "Ape-X DQN: epsilon-ladder actors, sharded prioritized replay, a learner."),
+    "league": Algorithm(LeagueConfig, "distrl.train.league:train_league",
+                        "League: PPO learners, AlphaStar roles and PFSP on a multi-agent game."),
 }

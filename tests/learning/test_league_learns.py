@@ -1,0 +1,21 @@
+"""A league's main agent learns connect four: >= 0.95 of 200 greedy evaluation games
+won against a uniformly random player (both seats), within the tuned entry's budget."""
+
+import pytest
+
+from distrl import RunConfig, train_league
+from distrl.tuned import tuned
+
+pytestmark = pytest.mark.learning
+pytest.importorskip("pettingzoo")
+
+
+def test_connect_four_main_agent_beats_random(tmp_path):
+    t = tuned("connect_four", "league")
+    # Seeds 0-2 reached it within 54k-81k moves (20-25 s) on the reference machine.
+    result = train_league(t.config, RunConfig(env=t.env, seed=0, max_env_steps=t.env_step_budget,
+                                              logdir=str(tmp_path), progress=False))
+    assert result["stopped_by"] == "stop_win_rate", (
+        f"win rate {result.get('league/win_rate/main_0_vs_random')} after "
+        f"{result['env/steps_total']} moves")
+    assert result["league/win_rate/main_0_vs_random"] >= 0.95

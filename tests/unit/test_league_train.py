@@ -1,0 +1,85 @@
+"""train_league in one process on connect four: roles, snapshots, resets, resume."""
+
+import pytest
+import torch
+
+pytest.importorskip("pettingzoo")
+
+from distrl import LeagueConfig, LeagueRules, RunConfig
+from distrl.checkpoint import Checkpoint
+from distrl.matches import MatchResult
+from distrl.train.league import outcome, train_league
+
+GAME = "pettingzoo:connect_four_v3"
+SMALL = LeagueConfig(
+    rules=LeagueRules(snapshot_steps=300, league_exploiter_reset_prob=1.0),
+    train_batch_size=128, minibatch_size=64, num_epochs=1, num_envs=4,
+    league_eval_interval=1, league_eval_games=6)
+
+
+def run(tmp_path, **kw):
+    return RunConfig(env=GAME, logdir=str(tmp_path), progress=False, **kw)
+
+
+def test_outcome_by_seat_returns():
+    r = MatchResult({"player_0": "a", "player_1": "b"}, {"player_0": -1.0, "player_1": 1.0},
+                    10, 0)
+    assert outcome(r, "a", "b") == 0.0 and outcome(r, "b", "a") == 1.0
+    draw = MatchResult({"player_0": "a", "player_1": "b"}, {"player_0": 0.0, "player_1": 0.0},
+                       42, 0)
+    assert outcome(draw, "a", "b") == 0.5
+
+
+def test_league_trains_snapshots_and_resumes_exactly(tmp_path):
+    first = train_league(SMALL, run(tmp_path, max_env_steps=3_000))
+    ckpt = Checkpoint(first["checkpoint"])
+    league = ckpt.json("progress", "progress.json")["algo"]["league"]
+    roles = {p["id"]: p["role"] for p in league["players"]}
+    assert {"main_0", "main_exploiter_0", "league_exploiter_0"} <= set(roles)
+    snaps = [p for p in league["players"] if p["parent"]]
+    assert snaps, "no learner was frozen although snapshot_steps was spent"
+    assert first["league/num_policies"] == 3 + len(snaps)
+    assert "league/win_rate/main_0_vs_random" in first and "league/elo/main_0" in first
+    assert league["payoff"]["main_0"], "finished games must fill the payoff table"
+    weights = ckpt.tensors("learner", "state.pt")["weights"]
+    assert {p["id"] for p in snaps} <= set(weights)
+    # Resume (one more iteration: the loop always runs one): every player keeps its
+    # role, results and, when frozen, its weights.
+    again = train_league(SMALL, run(tmp_path, resume=str(tmp_path), max_env_steps=3_000))
+    ckpt2 = Checkpoint(again["checkpoint"])
+    league2 = ckpt2.json("progress", "progress.json")["algo"]["league"]
+    assert roles.items() <= {p["id"]: p["role"] for p in league2["players"]}.items()
+    kept = {"main_0", *(p["id"] for p in snaps)}  # never reset: their results stay
+    for pid in kept & set(league["payoff"]):
+        assert set(league["payoff"][pid]) & kept <= set(league2["payoff"][pid])
+    weights2 = ckpt2.tensors("learner", "state.pt")["weights"]
+    for snap in snaps:  # frozen: unchanged by further training
+        for k, v in weights[snap["id"]].items():
+            torch.testing.assert_close(weights2[snap["id"]][k], v, rtol=0, atol=0)
+    assert again["iteration"] > first["iteration"]
+
+
+def test_resume_restores_the_league_state(tmp_path):
+    first = train_league(SMALL, run(tmp_path, max_env_steps=1_500))
+    from distrl.loop import Start
+    from distrl.train.league import LeagueRun
+
+    ckpt = Checkpoint(first["checkpoint"])
+    saved = ckpt.json("progress", "progress.json")["algo"]
+    restored = LeagueRun(Start("league", SMALL, run(tmp_path), tmp_path, ckpt))
+    assert restored.league.to_json() == saved["league"]
+    assert restored.steps == saved["steps"]
+    weights = ckpt.tensors("learner", "state.pt")["weights"]
+    for pid, module in ((p, restored.policies[p].module) for p in weights):
+        for k, v in module.state_dict().items():
+            torch.testing.assert_close(v, weights[pid][k], rtol=0, atol=0)
+    restored.close()
+
+
+def test_league_refuses_single_agent_evaluation_and_runners(tmp_path):
+    with pytest.raises(ValueError, match="league-eval-interval"):
+        train_league(SMALL, run(tmp_path, evaluation_interval=1))
+    with pytest.raises(ValueError, match="num_env_runners=0"):
+        LeagueConfig(num_env_runners=2)
+    with pytest.raises(ValueError, match="stop_win_rate"):
+        LeagueConfig(league_eval_interval=0, stop_win_rate=0.9)
