@@ -58,6 +58,10 @@ class Eval:
     """Keyword arguments for the env instead of the saved ones, as a JSON object."""
     json: bool = False
     """Print one JSON object with the per-episode returns and lengths."""
+    policy: str | None = None
+    """League runs: the policy to judge (default main_0); plays --episodes games."""
+    opponent: str = "random"
+    """League runs: "random" (uniform over legal moves) or another policy id of the league."""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -125,10 +129,37 @@ def _tuned_envs(name: str | None, algo: str, config: Any, args: list[str]) -> An
     return dataclasses.replace(config, num_envs_per_env_runner=per_runner)
 
 
+def _is_league(checkpoint: str) -> bool:
+    from distrl.checkpoint import Checkpoint
+
+    try:
+        return Checkpoint(checkpoint).algo == "league"
+    except (ValueError, FileNotFoundError):
+        return False  # run_episodes reports it
+
+
+def _eval_league(cli: Eval) -> None:
+    from distrl.train.league import evaluate_league
+
+    try:
+        out = evaluate_league(cli.checkpoint, cli.policy or "main_0", cli.opponent,
+                              cli.episodes, cli.seed, cli.stochastic)
+    except (ValueError, FileNotFoundError) as err:
+        raise SystemExit(f"distrl: error: {err}") from None
+    if cli.json:
+        print(json.dumps(out))
+        return
+    print(f"{out['policy']} vs {out['opponent']} over {out['games']} games (both seats): "
+          f"win {out['win_rate']:.3f}, draw {out['draw_rate']:.3f}, loss {out['loss_rate']:.3f}"
+          + (f"; NashConv {out['nash_conv']:.4f}" if "nash_conv" in out else ""))
+
+
 def _eval(args: list[str]) -> None:
     from distrl.evaluation import run_episodes
 
     cli = tyro.cli(Eval, args=args, prog="distrl eval")
+    if cli.policy is not None or cli.opponent != "random" or _is_league(cli.checkpoint):
+        return _eval_league(cli)
     try:
         eps = run_episodes(cli.checkpoint, cli.episodes, cli.seed, cli.env, cli.env_config,
                            cli.stochastic, cli.video, cli.render)

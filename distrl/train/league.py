@@ -21,12 +21,13 @@ import torch
 
 from distrl.algos.league import League, LeagueConfig
 from distrl.algos.ppo import ppo_update, update_kl_coeff
-from distrl.config import RunConfig
+from distrl.checkpoint import Checkpoint, space_from_json
+from distrl.config import RunConfig, from_json
 from distrl.learner import Learner
 from distrl.loop import Start, drive, policy_files, save_run, start_run
 from distrl.matches import RANDOM, LocalPolicy, MatchLoop, MatchResult, RandomPolicy
-from distrl.multiagent import make_multiagent_env, policy_obs_space
-from distrl.nets import ActorCritic
+from distrl.multiagent import make_multiagent_env, nash_conv, policy_obs_space
+from distrl.nets import ActorCritic, mask_logits
 from distrl.types import PPOBatch
 
 
@@ -220,17 +221,75 @@ class LeagueRun:
 
 
 def _play(run: LeagueRun, pid: str, seat: int, games: int) -> list[MatchResult]:
-    """``games`` evaluation games of ``pid`` in ``seat`` against the random player, on
-    envs of their own (greedy actions; fixed seeds, so evaluations are comparable)."""
+    return play_matches(run.start.run.env, run.start.run.env_config, run.policies,
+                        {pid}, pid, RANDOM, seat, games)
+
+
+def play_matches(game: Any, env_config: dict[str, Any], policies: dict[str, Any],
+                 greedy: set[str], pid: str, opponent: str, seat: int, games: int,
+                 seed: int = 0) -> list[MatchResult]:
+    """``games`` games of ``pid`` in ``seat`` against ``opponent`` on envs of their own
+    (policies in ``greedy`` act greedily; fixed seeds, so evaluations are comparable)."""
     if games == 0:
         return []
-    mapping = {a: pid if k == seat else RANDOM for k, a in enumerate(run.agents)}
-    envs = [make_multiagent_env(run.start.run.env, run.start.run.env_config)
-            for _ in range(min(games, 16))]
-    loop = MatchLoop(envs, lambda i: mapping, seed=10_000 + seat)
-    generator = torch.Generator().manual_seed(seat)
-    batch = loop.collect(run.policies.__getitem__, set(), 0, 1.0, 1.0, generator,
-                         greedy={pid}, min_episodes=games)
+    agents = make_multiagent_env(game, env_config).possible_agents
+    mapping = {a: pid if k == seat else opponent for k, a in enumerate(agents)}
+    envs = [make_multiagent_env(game, env_config) for _ in range(min(games, 16))]
+    loop = MatchLoop(envs, lambda i: mapping, seed=10_000 * (seed + 1) + 100 * seat)
+    generator = torch.Generator().manual_seed(seed * 100 + seat)
+    batch = loop.collect(policies.__getitem__, set(), 0, 1.0, 1.0, generator,
+                         greedy=greedy, min_episodes=games)
     for env in envs:
         env.close()
     return batch.results[:games]
+
+
+def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: str = RANDOM,
+                    games: int = 200, seed: int = 0, stochastic: bool = False
+                    ) -> dict[str, Any]:
+    """Win, draw and loss rates of a saved league's ``policy`` against ``opponent``
+    (random or another of its policies), half of the games in each seat; for OpenSpiel
+    games also the policy's exact NashConv (both seats played by it)."""
+    ckpt = Checkpoint(checkpoint)
+    if ckpt.algo != "league":
+        raise ValueError(f"{str(ckpt.path)!r} holds a {ckpt.algo!r} run; --policy and "
+                         "--opponent apply to league checkpoints.")
+    run = ckpt.json("run", "config.json")["run"]
+    config = from_json(LeagueConfig, ckpt.json("run", "config.json")["config"])
+    spec = ckpt.json("policy", "policy.json")
+    obs_space, act_space = space_from_json(spec["obs_space"]), space_from_json(spec["act_space"])
+    weights = ckpt.tensors("learner", "state.pt")["weights"]
+    policies: dict[str, Any] = {RANDOM: RandomPolicy(int(act_space.n))}
+    for pid in {policy, opponent} - {RANDOM}:
+        if pid not in weights:
+            raise ValueError(f"no policy {pid!r} in this league; it has {sorted(weights)}.")
+        module = ActorCritic(obs_space, act_space, config.model)
+        module.load_state_dict(weights[pid])
+        policies[pid] = LocalPolicy(module.requires_grad_(False))
+    greedy = set() if stochastic else {policy, opponent} - {RANDOM}
+    seats = len(make_multiagent_env(run["env"], run["env_config"]).possible_agents)
+    counts = np.zeros(3)
+    for seat in range(seats):
+        n = games // seats + (seat < games % seats)
+        for r in play_matches(run["env"], run["env_config"], policies, greedy, policy,
+                              opponent, seat, n, seed):
+            counts[[1.0, 0.5, 0.0].index(outcome(r, policy, opponent))] += 1
+    out = {"policy": policy, "opponent": opponent, "games": games,
+           "win_rate": counts[0] / games, "draw_rate": counts[1] / games,
+           "loss_rate": counts[2] / games}
+    if str(run["env"]).startswith("openspiel:"):
+        out["nash_conv"] = _nash_conv(run["env"], run["env_config"], policies[policy])
+    return out
+
+
+def _nash_conv(game: str, env_config: dict[str, Any], policy: Any) -> float:
+    """OpenSpiel's exact NashConv of the policy (its action probabilities)."""
+    env = make_multiagent_env(game, env_config)
+
+    def probs(obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            logits, _ = policy(torch.as_tensor(obs[None]))
+        return torch.softmax(mask_logits(logits, torch.as_tensor(mask[None]).bool()),
+                             -1)[0].numpy()
+
+    return nash_conv(env.game, probs)

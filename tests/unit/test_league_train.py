@@ -18,7 +18,7 @@ SMALL = LeagueConfig(
 
 
 def run(tmp_path, **kw):
-    return RunConfig(env=GAME, logdir=str(tmp_path), progress=False, **kw)
+    return RunConfig(**{"env": GAME, "logdir": str(tmp_path), "progress": False, **kw})
 
 
 def test_outcome_by_seat_returns():
@@ -83,3 +83,62 @@ def test_league_refuses_single_agent_evaluation_and_runners(tmp_path):
         LeagueConfig(num_env_runners=2)
     with pytest.raises(ValueError, match="stop_win_rate"):
         LeagueConfig(league_eval_interval=0, stop_win_rate=0.9)
+
+
+def test_evaluate_league_rates_and_exact_nash_conv_on_kuhn(tmp_path):
+    import numpy as np
+    from open_spiel.python import policy as policy_lib
+    from open_spiel.python.algorithms import exploitability
+
+    from distrl.train.league import evaluate_league
+
+    pytest.importorskip("pyspiel")
+    config = LeagueConfig(rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0),
+                          train_batch_size=64, minibatch_size=32, num_epochs=1, num_envs=4,
+                          league_eval_interval=0)
+    first = train_league(config, run(tmp_path, env="openspiel:kuhn_poker", max_env_steps=200))
+    out = evaluate_league(first["checkpoint"], games=40, stochastic=True)
+    assert out["win_rate"] + out["draw_rate"] + out["loss_rate"] == pytest.approx(1.0)
+    # The NashConv is open_spiel's for the tabular policy the network defines.
+    import pyspiel
+
+    from distrl.multiagent import observe
+
+    game = pyspiel.load_game("kuhn_poker")
+    tab = policy_lib.TabularPolicy(game)
+    module = _load_main(first["checkpoint"])
+    for state in tab.states:
+        o = observe(state, state.current_player())
+        with torch.no_grad():
+            logits, _ = module(torch.as_tensor(o["observation"][None]))
+        logits = logits[0].masked_fill(~torch.as_tensor(o["action_mask"]).bool(), -1e9)
+        tab.policy_for_key(state.information_state_string())[:] = torch.softmax(
+            logits, -1).numpy()
+    assert out["nash_conv"] == pytest.approx(exploitability.nash_conv(game, tab), abs=1e-6)
+    assert np.isfinite(out["nash_conv"]) and out["nash_conv"] > 0
+
+
+def _load_main(checkpoint):
+    from distrl.evaluation import load_policy
+
+    return load_policy(Checkpoint(checkpoint))
+
+
+def test_cli_trains_and_evaluates_a_league(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    logdir = str(tmp_path / "run")
+    subprocess.run([sys.executable, "-m", "distrl", "train", "league", "--env", GAME,
+                    "--max-env-steps", "300", "--num-envs", "4", "--train-batch-size", "64",
+                    "--minibatch-size", "32", "--logdir", logdir], check=True,
+                   capture_output=True)
+    out = subprocess.run([sys.executable, "-m", "distrl", "eval", logdir, "--episodes", "10",
+                          "--json"], check=True, capture_output=True, text=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["policy"] == "main_0" and result["opponent"] == "random"
+    assert result["games"] == 10 and "nash_conv" not in result
+    bad = subprocess.run([sys.executable, "-m", "distrl", "eval", logdir, "--opponent", "x"],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "no policy 'x'" in bad.stderr
