@@ -59,6 +59,9 @@ class PPOHyperparams:
     """Passes over the train batch per iteration (RLlib's num_sgd_iter)."""
     shuffle: bool = True
     """Shuffle the train batch before each epoch."""
+    advantage_normalization: Literal["batch", "minibatch"] = "batch"
+    """Standardize advantages over the whole train batch (RLlib) or over each minibatch
+    (SB3, CleanRL)."""
     model: ModelConfig = field(default_factory=ModelConfig)
     """Network architecture."""
 
@@ -261,6 +264,9 @@ def ppo_update(
         order = torch.randperm(n, generator=generator) if cfg.shuffle else torch.arange(n)
         for idx in torch.tensor_split(order, parts_per_epoch):
             mb = batch.index(idx)
+            if cfg.advantage_normalization == "minibatch" and len(mb) > 1:
+                adv = mb.advantages
+                mb.advantages = (adv - adv.mean()) / (adv.std() + 1e-8)
             dist_inputs, values = model(mb.obs)
             dist_inputs = mask_logits(dist_inputs, mb.action_mask)
             loss, parts = ppo_loss(dist_inputs, values, mb, cfg, model.dist, kl_coeff,

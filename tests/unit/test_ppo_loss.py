@@ -156,3 +156,29 @@ def test_ppo_update_learns_over_legal_actions_only():
     metrics = ppo_update(Learner(model, 1e-2), batch, cfg, 0.2, 0.01)
     assert all(math.isfinite(v) for v in metrics.values())
     assert metrics["entropy"] <= math.log(2) + 1e-6 and metrics["kl"] >= 0
+
+
+@pytest.mark.parametrize("mode", ["batch", "minibatch"])
+def test_minibatch_advantage_normalization_is_affine_invariant(mode):
+    # Per-minibatch standardization makes the update blind to a minibatch's advantage
+    # scale and offset (SB3's behaviour); with "batch" the scale matters here, because
+    # ppo_update takes the batch's advantages as given (from_rollout standardized them).
+    def updated(adv):
+        torch.manual_seed(0)
+        model = ActorCritic(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), ModelConfig())
+        g = torch.Generator().manual_seed(1)
+        obs = torch.randn(8, 4, generator=g)
+        with torch.no_grad():
+            old, values = model(obs)
+        actions = torch.randint(0, 2, (8,), generator=g)
+        batch = PPOBatch(obs, actions, Categorical.log_prob(old, actions), old, values, adv,
+                         torch.zeros(8))
+        cfg = PPOHyperparams(minibatch_size=8, num_epochs=1, lr=1e-2, shuffle=False,
+                             use_kl_loss=False, vf_loss_coeff=0.0,
+                             advantage_normalization=mode)
+        ppo_update(Learner(model, 1e-2, grad_clip=None), batch, cfg, 0.0, 0.0)
+        return torch.cat([p.flatten() for p in model.parameters()])
+
+    adv = torch.randn(8, generator=torch.Generator().manual_seed(2))
+    same = torch.allclose(updated(adv), updated(10 * adv + 3), atol=1e-6)
+    assert same == (mode == "minibatch")
