@@ -3,8 +3,24 @@ import pytest
 
 @pytest.fixture(scope="module")
 def ray_local():
-    """One embedded 2-CPU Ray cluster per test module (the two-node test makes its own)."""
+    """One embedded 2-CPU Ray cluster per test module (two_nodes makes another kind)."""
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    """Two Ray nodes of one CPU each on this machine; yields (head node id, other id)."""
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    second = cluster.add_node(num_cpus=1)
+    ray.init(address=cluster.address)
+    yield cluster.head_node.node_id, second.node_id
+    ray.shutdown()
+    cluster.shutdown()

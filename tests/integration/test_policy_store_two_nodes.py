@@ -10,20 +10,6 @@ from distrl.runtime.policy_store import head_store, publish
 from tests.integration.test_policy_store import SPEC, Probe, Publisher, reference_output
 
 
-@pytest.fixture(scope="module")
-def two_nodes():
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    second = cluster.add_node(num_cpus=1)
-    ray.init(address=cluster.address)
-    yield cluster.head_node.node_id, second.node_id
-    ray.shutdown()
-    cluster.shutdown()
-
-
 def on(node_id):
     return NodeAffinitySchedulingStrategy(node_id, soft=False)
 

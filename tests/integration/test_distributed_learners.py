@@ -1,0 +1,67 @@
+"""DistributedLearners on two Ray nodes: shard placement, add/remove, training publishes."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import ray
+
+from distrl.algos.ppo import PPOHyperparams
+from distrl.types import Rollout
+
+OBS, ACT = gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Discrete(2)
+CONFIG = PPOHyperparams(minibatch_size=16, num_epochs=1)
+
+
+def rollout(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return Rollout(obs=rng.standard_normal((n, 4)).astype(np.float32),
+                   actions=rng.integers(0, 2, n), logp=np.full(n, np.log(0.5), np.float32),
+                   dist_inputs=np.zeros((n, 2), np.float32), values=np.zeros(n, np.float32),
+                   advantages=rng.standard_normal(n).astype(np.float32),
+                   value_targets=rng.standard_normal(n).astype(np.float32),
+                   episode_returns=np.zeros(0), episode_lengths=np.zeros(0, np.int64),
+                   env_steps=n, weights_version=0)
+
+
+def test_shards_place_add_remove_and_train(two_nodes):
+    from distrl.runtime.league import DistributedLearners
+    from distrl.runtime.policy_store import head_store
+
+    learners = DistributedLearners(CONFIG, max_policies=4, num_shards=2, cpus_per_learner=0)
+    try:
+        assert {s.node_id for s in learners.shards} == set(two_nodes)  # one shard per node
+        assert [s.capacity for s in learners.shards] == [2, 2]
+        for pid in ("a", "b", "c", "d"):
+            learners.add_policy(pid, OBS, ACT)
+        # First shard with room: a, b on shard 0; c, d on shard 1; each learner on its
+        # replay actor's node.
+        assert [sorted(s.learners) for s in learners.shards] == [["a", "b"], ["c", "d"]]
+        for _, learner, replay in learners:
+            assert ray.get(learner.node_id.remote()) == ray.get(replay.node_id.remote())
+        assert learners.policy_id_of(learners.get("c")[0]) == "c" and len(learners) == 4
+        with pytest.raises(RuntimeError, match="full"):
+            learners.add_policy("e", OBS, ACT)
+        head = head_store()
+        assert ray.get(head.versions.remote()) == dict.fromkeys("abcd", 0)  # published
+        # remove_policy works: learner stopped, slot freed, gone from the store.
+        gone = learners.get("a")[0]
+        learners.remove_policy("a")
+        assert learners.get("a") is None and "a" not in ray.get(head.versions.remote())
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(gone.node_id.remote())
+        learners.add_policy("e", OBS, ACT)
+        assert sorted(learners.shards[0].learners) == ["b", "e"]
+        with pytest.raises(KeyError):
+            learners.remove_policy("a")
+        # Training: samples go to the shard's replay; the learner trains once it has
+        # enough and publishes a new version that readers see.
+        learner, replay = learners.get("c")
+        ray.get(replay.add.remote("c", rollout(24)))
+        assert ray.get(learner.train.remote(32)) is None  # not enough yet
+        ray.get(replay.add.remote("c", rollout(24, 1)))
+        out = ray.get(learner.train.remote(32))
+        assert out["samples"] == 48 and out["version"] == 1
+        assert ray.get(head.versions.remote(["c"])) == {"c": 1}
+        assert ray.get(replay.take.remote("c", 1)) is None  # consumed
+    finally:
+        learners.stop()
