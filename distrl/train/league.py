@@ -88,7 +88,6 @@ class LeagueRun:
             self._restore()
         envs = [make_multiagent_env(run.env, run.env_config) for _ in range(self.config.num_envs)]
         self.games = MatchLoop(envs, self._choose, run.seed)
-        self.last_eval: dict[str, float] = {}
 
     def _new_learner(self, pid: str) -> None:
         model = ActorCritic(self.obs_space, self.act_space, self.config.model)
@@ -98,7 +97,7 @@ class LeagueRun:
         self.steps.setdefault(pid, 0)
 
     def _choose(self, env_index: int) -> dict[str, str]:
-        """A learner (in turn), its opponent by the league, and a random seat for it."""
+        """A random learner, its opponent by the league, and a random seat for it."""
         learners = self.league.learners()
         learner = learners[int(self.rng.integers(len(learners)))]
         opponent = self.league.get_match(learner, self.rng)
@@ -122,10 +121,11 @@ class LeagueRun:
                 self.league.record(ids[0], ids[1], outcome(result, ids[0], ids[1]))
         metrics.update(self._snapshots())
         t2 = time.perf_counter()
-        main_returns = np.array([r for res in batch.results for a, r in res.returns.items()
-                                 if res.policies[a] == "main_0"], np.float32)
-        lengths = np.array([res.length for res in batch.results
-                            if "main_0" in res.policies.values()], np.int64)
+        # main_0's seats (two per self-play game), each with its game's length.
+        seats = [(r, res.length) for res in batch.results for a, r in res.returns.items()
+                 if res.policies[a] == "main_0"]
+        main_returns = np.array([r for r, _ in seats], np.float32)
+        lengths = np.array([n for _, n in seats], np.int64)
         metrics = {**self.progress.add(batch.env_steps, main_returns, lengths), **metrics,
                    "time/sample_s": t1 - t0, "time/learn_s": t2 - t1,
                    "env/steps_per_s": batch.env_steps / (t2 - t0),
@@ -176,7 +176,6 @@ class LeagueRun:
             out[f"league/win_rate/{pid}_vs_random"] = wins / games
             out[f"league/draw_rate/{pid}_vs_random"] = draws / games
         out.update({f"league/elo/{p}": r for p, r in self.league.elo.ratings.items()})
-        self.last_eval = out
         return out
 
     def should_stop(self, metrics: dict[str, Any]) -> str | None:
