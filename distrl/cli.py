@@ -61,7 +61,8 @@ class Eval:
     policy: str | None = None
     """League runs: the policy to judge (default main_0); plays --episodes games."""
     opponent: str = "random"
-    """League runs: "random" (uniform over legal moves) or another policy id of the league."""
+    """League runs: "random" (uniform over legal moves), another policy id of the league, or
+    module:callable, a bot ``callable(obs, action_mask) -> action`` importable here."""
 
 
 def main(argv: list[str] | None = None) -> None:

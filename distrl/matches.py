@@ -67,6 +67,32 @@ class RandomPolicy:
 
 
 @dataclass
+class ScriptedPolicy:
+    """A hand-written player: ``act(obs, action_mask) -> action`` for one observation
+    (``action_mask`` is None in games without masks), e.g. a heuristic bot to evaluate
+    against. It acts as logits that allow only its choice."""
+
+    act: Callable[[np.ndarray, np.ndarray | None], int]
+    name: str = "scripted"
+    version: int = 0
+    needs_mask: bool = True
+
+    def __call__(self, obs: torch.Tensor, mask: torch.Tensor | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        n = obs.shape[0]
+        chosen = [int(self.act(obs[k].numpy(), None if mask is None else mask[k].numpy()))
+                  for k in range(n)]
+        width = mask.shape[1] if mask is not None else max(chosen) + 1
+        for k, a in enumerate(chosen):
+            if not 0 <= a < width or (mask is not None and not mask[k, a]):
+                raise ValueError(f"opponent {self.name!r} chose action {a}, which is not "
+                                 "legal here; it must return one whose action_mask entry is 1.")
+        logits = torch.full((n, width), -1e9)
+        logits[torch.arange(n), torch.as_tensor(chosen)] = 0.0
+        return logits, torch.zeros(n)
+
+
+@dataclass
 class Seat:
     """One agent's steps in one episode, played by one policy."""
 
@@ -218,7 +244,8 @@ class MatchLoop:
         masks = [m for _, m in split]
         mask = None if masks[0] is None else torch.as_tensor(np.stack(masks)).bool()
         with torch.no_grad():
-            dist_inputs, values = pi(obs)
+            # A ScriptedPolicy picks legal moves itself, so it sees the mask.
+            dist_inputs, values = pi(obs, mask) if getattr(pi, "needs_mask", False) else pi(obs)
             dist_inputs = mask_logits(dist_inputs, mask)
             actions = dist.greedy(dist_inputs) if greedy else dist.sample(dist_inputs,
                                                                           generator)

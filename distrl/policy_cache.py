@@ -174,6 +174,10 @@ class PolicyCache:
     def __len__(self) -> int:
         return len(self._policies)
 
+    def ids(self) -> list[str]:
+        """Cached policy ids, least recently used first."""
+        return list(self._policies)
+
     def version(self, policy_id: str) -> int:
         """Cached version, or -1 when the policy is not cached."""
         cached = self._policies.get(policy_id)

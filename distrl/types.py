@@ -81,7 +81,9 @@ class PPOBatch:
         mean, std = adv_mean_std or (adv.mean(), adv.std())
         adv = (adv - mean) / (std + 1e-8)
         def t(x: np.ndarray) -> torch.Tensor:
-            return torch.as_tensor(x, device=device)
+            # Arrays from ray.get are read-only views of shared memory; torch warns on
+            # those, and the batch is small next to its epochs of SGD, so copy them.
+            return torch.as_tensor(x if x.flags.writeable else x.copy(), device=device)
         mask = None if r.action_mask is None else t(r.action_mask)
         return PPOBatch(t(r.obs), t(r.actions), t(r.logp), t(r.dist_inputs), t(r.values),
                         t(adv.astype(np.float32)), t(r.value_targets), mask)

@@ -94,29 +94,34 @@ class LeagueConfig(PPOHyperparams):
     and Elo come only from these, never from training batches (RLlib #33472)."""
     league_eval_games: int = 200
     """Games per evaluation, half in each seat; the main agents act greedily."""
-    league_eval_opponent: str = "random"
-    """Who the main agents are evaluated against: "random" (uniform over legal moves)."""
+    league_eval_member_games: int = 0
+    """Games of each main agent, in the same evaluations, against every other learner
+    and its own newest snapshot (metrics league/win_rate/<a>_vs_<b>; 0: none)."""
     stop_win_rate: float | None = None
     """Stop once every main agent's evaluation win rate reaches this."""
     num_env_runners: int = 0
-    """Ray env runners; 0 plays every game in the driver (the only mode built so far)."""
+    """Ray env runners, each playing num_envs games through PolicyReader views of the
+    policy store; their samples go to DistributedLearners. 0: everything in the driver."""
+    num_learner_shards: int | None = None
+    """DistributedLearners shards (None: one per learner, as RLlib's default)."""
+    num_cpus_per_learner: float = 1.0
+    """CPUs Ray reserves for each PolicyLearner actor."""
+    num_cpus_per_env_runner: float = 1.0
+    """CPUs Ray reserves for each env runner."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_positive(self, "train_batch_size", "num_envs", "league_eval_games")
+        if min(self.num_env_runners, self.league_eval_member_games) < 0 or min(
+                self.num_cpus_per_learner, self.num_cpus_per_env_runner) < 0:
+            raise ValueError("num_env_runners, league_eval_member_games and the CPU counts "
+                             "must be >= 0.")
         if self.league_eval_interval < 0:
             raise ValueError(f"`league_eval_interval` ({self.league_eval_interval}) must be >= 0.")
         if self.stop_win_rate is not None and not (
                 self.league_eval_interval and 0 < self.stop_win_rate <= 1):
             raise ValueError("`stop_win_rate` needs evaluations (league_eval_interval > 0) "
                              "and a value in (0, 1].")
-        if self.league_eval_opponent != "random":
-            raise ValueError("`league_eval_opponent` must be 'random' for now "
-                             f"(got {self.league_eval_opponent!r}).")
-        if self.num_env_runners:
-            raise ValueError("league training runs its games in the driver for now: set "
-                             "num_env_runners=0 (Ray env runners and DistributedLearners "
-                             "are not built yet).")
 
     def learner_ids(self) -> list[tuple[str, str]]:
         """(id, role) of every learner: main_0.., main_exploiter_0.., league_exploiter_0.."""

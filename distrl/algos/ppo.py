@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
+import gymnasium as gym
 import torch
 import tyro
 
 from distrl.learner import Learner
-from distrl.nets import ModelConfig, mask_logits
+from distrl.nets import ActorCritic, ModelConfig, mask_logits
 from distrl.schedules import ScheduleT, schedule_value, validate_schedule
-from distrl.types import PPOBatch
+from distrl.types import PPOBatch, Rollout
 
 
 @dataclass(frozen=True)
@@ -280,3 +281,40 @@ def ppo_update(
         dist_inputs = mask_logits(model(batch.obs)[0], batch.action_mask)
         metrics["kl"] = float(model.dist.kl(batch.dist_inputs, dist_inputs).mean())
     return metrics
+
+
+class PolicyTrainer:
+    """One learning policy of a league: an ActorCritic on the shared Learner, its own
+    adaptive KL coefficient and env steps (for its schedules). The same object trains in
+    the driver (num_env_runners=0) and inside a Ray PolicyLearner."""
+
+    def __init__(self, obs_space: gym.Space, act_space: gym.Space, cfg: PPOHyperparams):
+        self.obs_space, self.act_space, self.cfg = obs_space, act_space, cfg
+        self.env_steps = 0
+        self.reset()
+
+    def reset(self) -> None:
+        """Fresh weights, optimizer and KL coefficient; env steps keep counting."""
+        self.model = ActorCritic(self.obs_space, self.act_space, self.cfg.model)
+        self.learner = Learner(self.model, self.cfg.lr_at(self.env_steps), self.cfg.grad_clip)
+        self.kl_coeff = self.cfg.kl_coeff
+
+    def update(self, rollout: Rollout, generator: torch.Generator | None = None
+               ) -> dict[str, float]:
+        """One PPO update (num_epochs of minibatches) on the rollout."""
+        cfg = self.cfg
+        self.env_steps += rollout.size
+        self.learner.set_lr(cfg.lr_at(self.env_steps))
+        metrics = ppo_update(self.learner, PPOBatch.from_rollout(rollout), cfg, self.kl_coeff,
+                             cfg.entropy_coeff_at(self.env_steps), generator)
+        if cfg.use_kl_loss:
+            self.kl_coeff = update_kl_coeff(self.kl_coeff, metrics["kl"], cfg.kl_target)
+        return metrics
+
+    def get_state(self) -> dict[str, Any]:
+        return {**self.learner.get_state(), "kl_coeff": self.kl_coeff,
+                "env_steps": self.env_steps}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.learner.set_state(state)
+        self.kl_coeff, self.env_steps = float(state["kl_coeff"]), int(state["env_steps"])

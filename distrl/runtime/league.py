@@ -11,20 +11,25 @@ per-node policy store, from which env runners read it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import ray
+import torch
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from distrl.algos.ppo import PPOHyperparams, ppo_update
-from distrl.learner import Learner
-from distrl.nets import ActorCritic
-from distrl.policy_cache import PolicySpec, flatten_policy
-from distrl.runtime.policy_store import head_store, publish
-from distrl.types import PPOBatch, Rollout
+from distrl.algos.ppo import PolicyTrainer, PPOHyperparams
+from distrl.env_runner import seed_for
+from distrl.matches import RANDOM, MatchLoop, MatchResult, RandomPolicy
+from distrl.multiagent import make_multiagent_env
+from distrl.policy_cache import FlatLayout, PolicySpec, flatten_policy
+from distrl.runtime.policy_store import PolicyReader, head_store, publish
+from distrl.runtime.ray_runners import init_ray
+from distrl.runtime.supervisor import Supervisor
+from distrl.types import Rollout
 
 
 @ray.remote(num_cpus=0)
@@ -55,34 +60,50 @@ class ReplayActor:
 
 @ray.remote
 class PolicyLearner:
-    """One learning policy: an ActorCritic on the shared Learner; publishes each version."""
+    """One learning policy (a PolicyTrainer) on its shard's node; publishes each version
+    to the policy store, and frozen snapshots of itself under new ids."""
 
     def __init__(self, policy_id: str, obs_space: gym.Space, act_space: gym.Space,
                  config: PPOHyperparams, replay: Any, head: Any):
-        import torch
-
         torch.set_num_threads(1)
-        self.policy_id, self.config, self.replay = policy_id, config, replay
-        self.model = ActorCritic(obs_space, act_space, config.model)
-        self.learner = Learner(self.model, config.lr_at(0), config.grad_clip)
+        self.policy_id, self.replay, self.head = policy_id, replay, head
+        self.trainer = PolicyTrainer(obs_space, act_space, config)
         self.spec = PolicySpec(obs_space, act_space, config.model)
-        self.head = head
-        self.version = publish(self.head, policy_id, flatten_policy(self.model), self.spec)
-        self.env_steps = 0
+        self.version = self._publish(policy_id)
+
+    def _publish(self, policy_id: str) -> int:
+        return publish(self.head, policy_id, flatten_policy(self.trainer.model), self.spec)
 
     def train(self, min_samples: int) -> dict[str, float] | None:
         """One PPO update on the shard's samples for this policy (None: not enough yet)."""
         rollout = ray.get(self.replay.take.remote(self.policy_id, min_samples))
         if rollout is None:
             return None
-        self.env_steps += rollout.size
-        cfg = self.config
-        self.learner.set_lr(cfg.lr_at(self.env_steps))
-        metrics = ppo_update(self.learner, PPOBatch.from_rollout(rollout), cfg, cfg.kl_coeff,
-                             cfg.entropy_coeff_at(self.env_steps))
-        self.version = publish(self.head, self.policy_id, flatten_policy(self.model),
-                               self.spec)
+        metrics = self.trainer.update(rollout)
+        self.version = self._publish(self.policy_id)
         return {**metrics, "version": self.version, "samples": rollout.size}
+
+    def env_steps(self) -> int:
+        return self.trainer.env_steps
+
+    def snapshot(self, snapshot_id: str) -> int:
+        """Publish the current weights as a frozen policy; the store owns them, so the
+        snapshot costs this learner nothing and outlives it."""
+        return self._publish(snapshot_id)
+
+    def reset(self) -> int:
+        """Restart from fresh weights (AlphaStar's exploiter reset); publishes them."""
+        self.trainer.reset()
+        self.version = self._publish(self.policy_id)
+        return self.version
+
+    def get_state(self) -> dict[str, Any]:
+        return self.trainer.get_state()
+
+    def set_state(self, state: dict[str, Any]) -> int:
+        self.trainer.set_state(state)
+        self.version = self._publish(self.policy_id)
+        return self.version
 
     def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()
@@ -189,3 +210,181 @@ class DistributedLearners:
                 ray.kill(learner)
             ray.kill(shard.replay)
             shard.learners.clear()
+
+
+class MatchRunner:
+    """Plays matches on Ray: a MatchLoop whose seats act through PolicyReader views of
+    this node's policy store (a new opponent costs the runner no copy), seated from
+    mappings the driver's league drew; learning seats' samples go to their shard's
+    replay actor."""
+
+    def __init__(self, game: Any, env_config: dict[str, Any], num_envs: int, seed: int,
+                 head: Any, mappings: list[dict[str, str]], gamma: float, lambda_: float,
+                 max_cached_policies: int = 64):
+        torch.set_num_threads(1)
+        self.gamma, self.lambda_ = gamma, lambda_
+        self.reader = PolicyReader(head, max_cached_policies)
+        self.rng = np.random.default_rng(seed)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.mappings, self.next = list(mappings), 0
+        envs = [make_multiagent_env(game, env_config) for _ in range(num_envs)]
+        self.random = RandomPolicy(int(envs[0].action_space(envs[0].possible_agents[0]).n))
+        self.loop = MatchLoop(envs, self._choose, seed)
+
+    def ready(self) -> bool:
+        return True
+
+    def _choose(self, env_index: int) -> dict[str, str]:
+        """The next mapping the league drew; once they run out, one of them again at
+        random (they are independent draws, so the mix stays the league's)."""
+        if self.next < len(self.mappings):
+            self.next += 1
+            return self.mappings[self.next - 1]
+        return self.mappings[int(self.rng.integers(len(self.mappings)))]
+
+    def play(self, mappings: list[dict[str, str]], replays: dict[str, Any],
+             min_samples: int) -> tuple[list[MatchResult], int]:
+        """Seat new games from ``mappings`` (games under way keep theirs) with the
+        newest published weights, play until the finished seats of the learners in
+        ``replays`` hold min_samples moves, hand each learner's samples to its replay."""
+        self.mappings, self.next = list(mappings), 0
+        seated = {s.policy_id for seats in self.loop.seats for s in seats.values()}
+        self.reader.refresh(sorted(({p for m in mappings for p in m.values()} | seated)
+                                   - {RANDOM}))
+        batch = self.loop.collect(self._policy, set(replays), min_samples, self.gamma,
+                                  self.lambda_, self.generator)
+        ray.get([replays[pid].add.remote(pid, r) for pid, r in batch.rollouts.items()])
+        return batch.results, batch.env_steps
+
+    def _policy(self, policy_id: str) -> Any:
+        return self.random if policy_id == RANDOM else self.reader.policy(policy_id)
+
+    def versions(self) -> dict[str, int]:
+        """Version of each policy this runner acts with now."""
+        return {pid: self.reader.cache.version(pid) for pid in self.reader.cache.ids()}
+
+
+class RayPlayers:
+    """A league's learners and games on Ray: ``num_env_runners`` MatchRunners (one
+    Supervisor group) and DistributedLearners, which publish every version and every
+    frozen snapshot to the policy store the runners read."""
+
+    def __init__(self, cfg: Any, obs_space: gym.Space, act_space: gym.Space, run: Any,
+                 choose: Callable[[], dict[str, str]]):
+        ids = [pid for pid, _ in cfg.learner_ids()]
+        init_ray(run.address, cfg.num_env_runners * cfg.num_cpus_per_env_runner
+                 + len(ids) * cfg.num_cpus_per_learner)
+        self.cfg, self.choose, self.ids = cfg, choose, ids
+        self.spec = PolicySpec(obs_space, act_space, cfg.model)
+        self.learners = DistributedLearners(cfg, len(ids), cfg.num_learner_shards,
+                                            cpus_per_learner=cfg.num_cpus_per_learner)
+        for pid in ids:
+            self.learners.add_policy(pid, obs_space, act_space)
+        self.reader = PolicyReader(self.learners.head)
+        self.random = RandomPolicy(int(act_space.n))
+
+        def kwargs(index: int, restart: int) -> dict[str, Any]:
+            return dict(game=run.env, env_config=run.env_config, num_envs=cfg.num_envs,
+                        seed=seed_for(run.seed, index, restart), head=self.learners.head,
+                        mappings=self._draw(cfg.num_envs), gamma=cfg.gamma,
+                        lambda_=cfg.gae_lambda)
+
+        self.runners = Supervisor("match_runners", MatchRunner, kwargs, cfg.num_env_runners,
+                                  max_restarts=run.max_restarts,
+                                  call_timeout_s=run.actor_timeout_s,
+                                  resources={"num_cpus": cfg.num_cpus_per_env_runner})
+
+    def _draw(self, n: int) -> list[dict[str, str]]:
+        return [self.choose() for _ in range(n)]
+
+    def play(self, learners: list[str], min_samples: int) -> tuple[list[MatchResult], int]:
+        """Every runner plays its share; a runner that dies or hangs is replaced and its
+        share retaken."""
+        share = -(-min_samples // self.cfg.num_env_runners)
+        replays = {pid: self.learners.get(pid)[1] for pid in learners}
+        # Enough draws for games as short as 4 of a learner's moves.
+        draws = self.cfg.num_envs + share // 4
+        actors = dict(enumerate(self.runners.actors))
+        out: dict[int, tuple[list[MatchResult], int]] = {}
+        while actors:
+            done, faults = self.runners.settle(
+                {i: a.play.remote(self._draw(draws), replays, share) for i, a in actors.items()})
+            out.update(done)
+            actors = {i: self.runners.replace(i, f) for i, f in faults.items()}
+        results = [r for i in sorted(out) for r in out[i][0]]
+        return results, sum(steps for _, steps in out.values())
+
+    def train(self) -> dict[str, dict[str, float]]:
+        """Every learner trains on what its replay received, all at once."""
+        futures = {pid: learner.train.remote(1) for pid, learner, _ in self.learners}
+        return {pid: m for pid, m in zip(futures, ray.get(list(futures.values())), strict=True)
+                if m is not None}
+
+    def env_steps(self) -> dict[str, int]:
+        futures = {pid: learner.env_steps.remote() for pid, learner, _ in self.learners}
+        return dict(zip(futures, ray.get(list(futures.values())), strict=True))
+
+    def freeze(self, pid: str, snap: str) -> None:
+        ray.get(self.learners.get(pid)[0].snapshot.remote(snap))
+
+    def reset(self, pid: str) -> None:
+        ray.get(self.learners.get(pid)[0].reset.remote())
+
+    def acting(self) -> StoreView:
+        self.reader.refresh(self.ids)  # the learners' newest versions
+        return StoreView(self.reader, self.random)
+
+    def module(self, pid: str) -> torch.nn.Module:
+        module = self.spec.build()
+        module.load_state_dict(self._weights([pid])[pid])
+        return module
+
+    def _weights(self, ids: list[str]) -> dict[str, dict[str, torch.Tensor]]:
+        """State dicts (copies) of published policies, read from the store."""
+        entries = ray.get(self.learners.head.latest.remote(ids))
+        flats = ray.get([box[0] for _, box, _ in entries.values()])
+        out = {}
+        for (pid, (_, _, spec)), flat in zip(entries.items(), flats, strict=True):
+            views = FlatLayout.of(spec.build()).views(flat)
+            out[pid] = {k: v.clone() for k, v in views.items()}
+        return out
+
+    def metrics(self) -> dict[str, float]:
+        return self.runners.metrics()
+
+    def get_state(self) -> dict[str, Any]:
+        """Every policy's weights (snapshots from the store); the learners' optimizer,
+        KL coefficient and steps."""
+        futures = {pid: learner.get_state.remote() for pid, learner, _ in self.learners}
+        trainers = dict(zip(futures, ray.get(list(futures.values())), strict=True))
+        frozen = [p for p in ray.get(self.learners.head.versions.remote()) if p not in trainers]
+        weights = {pid: t.pop("model") for pid, t in trainers.items()}
+        return {"weights": {**weights, **self._weights(frozen)}, "trainers": trainers}
+
+    def set_state(self, saved: dict[str, Any]) -> None:
+        """Learners load their state and republish; snapshots are published again."""
+        futures = []
+        for pid, weights in saved["weights"].items():
+            found = self.learners.get(pid)
+            if found is not None:
+                futures.append(found[0].set_state.remote({**saved["trainers"][pid],
+                                                          "model": weights}))
+            else:
+                flat = FlatLayout.of(self.spec.build()).flatten(weights)
+                futures.append(self.learners.head.publish.remote(pid, flat, self.spec))
+        ray.get(futures)
+
+    def close(self) -> None:
+        self.runners.close()
+        self.learners.stop()
+
+
+@dataclass
+class StoreView:
+    """Policies by id for evaluation in the driver: the store's, and the random player."""
+
+    reader: PolicyReader
+    random: RandomPolicy
+
+    def __getitem__(self, policy_id: str) -> Any:
+        return self.random if policy_id == RANDOM else self.reader.policy(policy_id)

@@ -12,23 +12,31 @@ This driver plays every game in its own process (num_env_runners=0).
 from __future__ import annotations
 
 import copy
+import importlib
 import time
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
 from distrl.algos.league import League, LeagueConfig
-from distrl.algos.ppo import ppo_update, update_kl_coeff
+from distrl.algos.ppo import PolicyTrainer
 from distrl.checkpoint import Checkpoint, space_from_json
 from distrl.config import RunConfig, from_json
-from distrl.learner import Learner
 from distrl.loop import Start, drive, policy_files, save_run, start_run
-from distrl.matches import RANDOM, LocalPolicy, MatchLoop, MatchResult, RandomPolicy
+from distrl.matches import (
+    RANDOM,
+    LocalPolicy,
+    MatchLoop,
+    MatchResult,
+    RandomPolicy,
+    ScriptedPolicy,
+)
 from distrl.multiagent import make_multiagent_env, nash_conv, policy_obs_space
 from distrl.nets import ActorCritic, mask_logits
-from distrl.types import PPOBatch
+from distrl.types import Rollout
 
 
 def train_league(config: LeagueConfig | None = None, run: RunConfig | None = None
@@ -40,8 +48,7 @@ def train_league(config: LeagueConfig | None = None, run: RunConfig | None = Non
     _check_run(start.run)
     league_run = LeagueRun(start)
     return drive(start, league_run.progress, league_run.iterate, league_run.save,
-                 league_run.close, 0.0, lambda: league_run.policies["main_0"].module,
-                 league_run.should_stop)
+                 league_run.close, 0.0, league_run.main_module, league_run.should_stop)
 
 
 def _check_game(env: Any) -> None:
@@ -63,7 +70,9 @@ def outcome(result: MatchResult, a: str, b: str) -> float:
 
 
 class LeagueRun:
-    """The league's state in one process: learners, frozen snapshots, the games."""
+    """The league's driver: matchmaking, the payoff table, snapshots, evaluation and
+    checkpoints. Who plays and learns is its ``players``: LocalPlayers in this process,
+    or RayPlayers (env runners reading the policy store, DistributedLearners)."""
 
     def __init__(self, start: Start):
         self.start, self.config, run = start, start.config, start.run
@@ -76,27 +85,32 @@ class LeagueRun:
         self.league = League(self.config.rules)
         self.rng = np.random.default_rng(run.seed)
         self.generator = torch.Generator().manual_seed(run.seed)
-        self.learners: dict[str, Learner] = {}
-        self.policies: dict[str, LocalPolicy] = {RANDOM: RandomPolicy(int(self.act_space.n))}
-        self.kl_coeffs: dict[str, float] = {}
-        self.steps: dict[str, int] = {}
         for pid, role in self.config.learner_ids():
             self.league.add_learner(pid, role)
-            self._new_learner(pid)
         self.progress = start.progress()
-        if start.ckpt is not None:
-            self._restore()
-        envs = [make_multiagent_env(run.env, run.env_config) for _ in range(self.config.num_envs)]
-        self.games = MatchLoop(envs, self._choose, run.seed)
+        state = start.algo_state() if start.ckpt is not None else None
+        if state is not None:
+            self.league = League.from_json(state["league"])
+            self.rng.bit_generator.state = state["rng"]
+        self.players = self._players(start.ckpt is not None and
+                                     start.ckpt.tensors("learner", "state.pt"))
 
-    def _new_learner(self, pid: str) -> None:
-        model = ActorCritic(self.obs_space, self.act_space, self.config.model)
-        self.learners[pid] = Learner(model, self.config.lr_at(0), self.config.grad_clip)
-        self.policies[pid] = LocalPolicy(model)
-        self.kl_coeffs[pid] = self.config.kl_coeff
-        self.steps.setdefault(pid, 0)
+    def _players(self, saved: dict[str, Any] | None) -> Any:
+        """Start the learners (restoring saved weights) and the games."""
+        run, cfg = self.start.run, self.config
+        spaces = (self.obs_space, self.act_space)
+        if cfg.num_env_runners:
+            from distrl.runtime.league import RayPlayers
 
-    def _choose(self, env_index: int) -> dict[str, str]:
+            players: Any = RayPlayers(cfg, *spaces, run, self._choose)
+        else:
+            players = LocalPlayers(cfg, *spaces, run, self._choose, self.generator)
+        if saved:
+            self.generator.set_state(saved["generator"])
+            players.set_state(saved)
+        return players
+
+    def _choose(self, env_index: int = 0) -> dict[str, str]:
         """A random learner, its opponent by the league, and a random seat for it."""
         learners = self.league.learners()
         learner = learners[int(self.rng.integers(len(learners)))]
@@ -107,110 +121,156 @@ class LeagueRun:
     def iterate(self) -> dict[str, Any]:
         t0 = time.perf_counter()
         learners = self.league.learners()
-        batch = self.games.collect(self.policies.__getitem__, set(learners),
-                                   self.config.train_batch_size * len(learners),
-                                   self.config.gamma, self.config.gae_lambda, self.generator)
+        results, env_steps = self.players.play(learners,
+                                               self.config.train_batch_size * len(learners))
         t1 = time.perf_counter()
         metrics: dict[str, Any] = {}
-        for pid, rollout in batch.rollouts.items():
-            self.steps[pid] += rollout.size
-            metrics.update(self._update(pid, rollout))
-        for result in batch.results:
+        for pid, out in self.players.train().items():
+            metrics.update({f"learner/{pid}/{k}": v for k, v in out.items()})
+        for result in results:
             ids = sorted(set(result.policies.values()))
             if len(ids) == 2:
                 self.league.record(ids[0], ids[1], outcome(result, ids[0], ids[1]))
         metrics.update(self._snapshots())
         t2 = time.perf_counter()
         # main_0's seats (two per self-play game), each with its game's length.
-        seats = [(r, res.length) for res in batch.results for a, r in res.returns.items()
+        seats = [(r, res.length) for res in results for a, r in res.returns.items()
                  if res.policies[a] == "main_0"]
         main_returns = np.array([r for r, _ in seats], np.float32)
         lengths = np.array([n for _, n in seats], np.int64)
-        metrics = {**self.progress.add(batch.env_steps, main_returns, lengths), **metrics,
+        metrics = {**self.progress.add(env_steps, main_returns, lengths), **metrics,
                    "time/sample_s": t1 - t0, "time/learn_s": t2 - t1,
-                   "env/steps_per_s": batch.env_steps / (t2 - t0),
-                   "league/matches_per_s": len(batch.results) / (t2 - t0),
-                   "league/num_policies": len(self.policies) - 1}
+                   "env/steps_per_s": env_steps / (t2 - t0),
+                   "league/matches_per_s": len(results) / (t2 - t0),
+                   "league/num_policies": len(self.league.players),
+                   **self.players.metrics()}
         every = self.config.league_eval_interval
         if every and self.progress.iteration % every == 0:
             metrics.update(self.evaluate())
         return metrics
 
-    def _update(self, pid: str, rollout: Any) -> dict[str, float]:
-        cfg, learner = self.config, self.learners[pid]
-        learner.set_lr(cfg.lr_at(self.steps[pid]))
-        out = ppo_update(learner, PPOBatch.from_rollout(rollout), cfg, self.kl_coeffs[pid],
-                         cfg.entropy_coeff_at(self.steps[pid]), self.generator)
-        if cfg.use_kl_loss:
-            self.kl_coeffs[pid] = update_kl_coeff(self.kl_coeffs[pid], out["kl"], cfg.kl_target)
-        return {f"learner/{pid}/{k}": v for k, v in out.items()}
-
     def _snapshots(self) -> dict[str, Any]:
         """Freeze qualifying learners (a copy of the weights), reset exploiters."""
         taken = []
+        steps = self.players.env_steps()
         for pid in self.league.learners():
-            if not self.league.ready_to_snapshot(pid, self.steps[pid]):
+            if not self.league.ready_to_snapshot(pid, steps[pid]):
                 continue
-            snap = self.league.snapshot(pid, self.steps[pid])
-            frozen = copy.deepcopy(self.policies[pid].module).requires_grad_(False)
-            self.policies[snap] = LocalPolicy(frozen)
+            snap = self.league.snapshot(pid, steps[pid])
+            self.players.freeze(pid, snap)
             taken.append(snap)
             if self.league.should_reset(pid, self.rng):
-                self._new_learner(pid)
+                self.players.reset(pid)
         return {"league/snapshots_taken": len(taken)}
 
     def evaluate(self) -> dict[str, float]:
         """Each main agent plays league_eval_games greedy games against the random
-        player, half in each seat; the results move the Elo ratings."""
+        player and league_eval_member_games against every other learner and its own
+        newest snapshot, half in each seat; the results move the Elo ratings."""
         out: dict[str, float] = {}
+        policies = self.players.acting()
         for pid in self.league.learners("main_agent"):
-            wins = draws = 0
-            games = self.config.league_eval_games
-            for seat in range(len(self.agents)):
-                n = games // len(self.agents) + (seat < games % len(self.agents))
-                results = _play(self, pid, seat, n)
+            for opponent, games in self._eval_opponents(pid):
+                run = self.start.run
+                results = play_matches(run.env, run.env_config, policies,
+                                       {pid, opponent} - {RANDOM}, pid, opponent, games)
                 for r in results:
-                    o = outcome(r, pid, RANDOM)
-                    wins, draws = wins + (o == 1.0), draws + (o == 0.5)
-                    self.league.elo.update(pid, RANDOM, o)
-            out[f"league/win_rate/{pid}_vs_random"] = wins / games
-            out[f"league/draw_rate/{pid}_vs_random"] = draws / games
+                    self.league.elo.update(pid, opponent, outcome(r, pid, opponent))
+                rates = win_draw_loss(results, pid, opponent)
+                out[f"league/win_rate/{pid}_vs_{opponent}"] = rates[0]
+                out[f"league/draw_rate/{pid}_vs_{opponent}"] = rates[1]
         out.update({f"league/elo/{p}": r for p, r in self.league.elo.ratings.items()})
         return out
 
+    def _eval_opponents(self, pid: str) -> list[tuple[str, int]]:
+        games = self.config.league_eval_member_games
+        members = [o for o in self.league.learners() if o != pid]
+        members += self.league.snapshots(parent=pid)[-1:]
+        return [(RANDOM, self.config.league_eval_games)] + [(o, games) for o in members
+                                                            if games]
+
     def should_stop(self, metrics: dict[str, Any]) -> str | None:
         target = self.config.stop_win_rate
-        rates = [v for k, v in metrics.items() if k.startswith("league/win_rate/main_")]
+        rates = [v for k, v in metrics.items()
+                 if k.startswith("league/win_rate/main_") and k.endswith("_vs_random")]
         if target is not None and rates and min(rates) >= target:
             return "stop_win_rate"
         return None
 
-    def save(self) -> Path:
-        main = self.policies["main_0"].module
-        weights = {pid: p.module.state_dict() for pid, p in self.policies.items()
-                   if pid != RANDOM}
-        optim = {pid: learner.get_state()["optimizer"] for pid, learner in self.learners.items()}
-        return save_run(self.start, self.progress,
-                        policy_files(main.state_dict(), self.obs_space, self.act_space,
-                                     self.config.model),
-                        {"weights": weights, "optimizer": optim,
-                         "generator": self.generator.get_state()}, [],
-                        {"league": self.league.to_json(), "kl_coeffs": self.kl_coeffs,
-                         "steps": self.steps, "rng": self.rng.bit_generator.state})
+    def main_module(self) -> torch.nn.Module:
+        return self.players.module("main_0")
 
-    def _restore(self) -> None:
-        state = self.start.algo_state()
-        self.league = League.from_json(state["league"])
-        self.kl_coeffs, self.steps = dict(state["kl_coeffs"]), dict(state["steps"])
-        self.rng.bit_generator.state = state["rng"]
-        saved = self.start.ckpt.tensors("learner", "state.pt")
-        self.generator.set_state(saved["generator"])
+    def save(self) -> Path:
+        state = self.players.get_state()
+        main = state["weights"]["main_0"]
+        return save_run(self.start, self.progress,
+                        policy_files(main, self.obs_space, self.act_space, self.config.model),
+                        {**state, "generator": self.generator.get_state()}, [],
+                        {"league": self.league.to_json(), "rng": self.rng.bit_generator.state})
+
+    def close(self) -> None:
+        self.players.close()
+
+
+class LocalPlayers:
+    """Every learner, snapshot and game in the driver's process (num_env_runners=0)."""
+
+    def __init__(self, cfg: LeagueConfig, obs_space: gym.Space, act_space: gym.Space,
+                 run: RunConfig, choose: Any, generator: torch.Generator):
+        self.cfg, self.spaces, self.generator = cfg, (obs_space, act_space), generator
+        self.trainers = {pid: PolicyTrainer(obs_space, act_space, cfg)
+                         for pid, _ in cfg.learner_ids()}
+        self.policies: dict[str, Any] = {RANDOM: RandomPolicy(int(act_space.n))}
+        self.policies.update({pid: LocalPolicy(t.model) for pid, t in self.trainers.items()})
+        envs = [make_multiagent_env(run.env, run.env_config) for _ in range(cfg.num_envs)]
+        self.games = MatchLoop(envs, choose, run.seed)
+        self.pending: dict[str, Rollout] = {}
+
+    def play(self, learners: list[str], min_samples: int) -> tuple[list[MatchResult], int]:
+        """Games until the learners' finished seats hold min_samples moves."""
+        batch = self.games.collect(self.policies.__getitem__, set(learners), min_samples,
+                                   self.cfg.gamma, self.cfg.gae_lambda, self.generator)
+        self.pending = batch.rollouts
+        return batch.results, batch.env_steps
+
+    def train(self) -> dict[str, dict[str, float]]:
+        """One PPO update per learner on its samples of the last play."""
+        pending, self.pending = self.pending, {}
+        return {pid: self.trainers[pid].update(r, self.generator) for pid, r in pending.items()}
+
+    def env_steps(self) -> dict[str, int]:
+        return {pid: t.env_steps for pid, t in self.trainers.items()}
+
+    def freeze(self, pid: str, snap: str) -> None:
+        frozen = copy.deepcopy(self.trainers[pid].model).requires_grad_(False)
+        self.policies[snap] = LocalPolicy(frozen)
+
+    def reset(self, pid: str) -> None:
+        self.trainers[pid].reset()
+        self.policies[pid] = LocalPolicy(self.trainers[pid].model)
+
+    def acting(self) -> Any:
+        return self.policies
+
+    def module(self, pid: str) -> torch.nn.Module:
+        return self.policies[pid].module
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+    def get_state(self) -> dict[str, Any]:
+        """Weights of every policy; optimizer, KL coefficient and steps of learners."""
+        return {"weights": {pid: p.module.state_dict() for pid, p in self.policies.items()
+                            if pid != RANDOM},
+                "trainers": {pid: _without_model(t.get_state())
+                             for pid, t in self.trainers.items()}}
+
+    def set_state(self, saved: dict[str, Any]) -> None:
         for pid, weights in saved["weights"].items():
-            if pid in self.learners:
-                self.learners[pid].set_state({"model": weights,
-                                              "optimizer": saved["optimizer"][pid]})
+            if pid in self.trainers:
+                self.trainers[pid].set_state({**saved["trainers"][pid], "model": weights})
             else:  # a frozen snapshot
-                module = ActorCritic(self.obs_space, self.act_space, self.config.model)
+                module = ActorCritic(*self.spaces, self.cfg.model)
                 module.load_state_dict(weights)
                 self.policies[pid] = LocalPolicy(module.requires_grad_(False))
 
@@ -219,40 +279,55 @@ class LeagueRun:
             env.close()
 
 
-def _play(run: LeagueRun, pid: str, seat: int, games: int) -> list[MatchResult]:
-    return play_matches(run.start.run.env, run.start.run.env_config, run.policies,
-                        {pid}, pid, RANDOM, seat, games)
+def _without_model(state: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in state.items() if k != "model"}
 
 
-def play_matches(game: Any, env_config: dict[str, Any], policies: dict[str, Any],
-                 greedy: set[str], pid: str, opponent: str, seat: int, games: int,
-                 seed: int = 0) -> list[MatchResult]:
-    """``games`` games of ``pid`` in ``seat`` against ``opponent`` on envs of their own
-    (policies in ``greedy`` act greedily; fixed seeds, so evaluations are comparable)."""
-    if games == 0:
-        return []
+def play_matches(game: Any, env_config: dict[str, Any], policies: Any, greedy: set[str],
+                 pid: str, opponent: str, games: int, seed: int = 0) -> list[MatchResult]:
+    """``games`` games of ``pid`` against ``opponent``, split evenly over the seats, on
+    envs of their own (policies in ``greedy`` act greedily; fixed seeds, so evaluations
+    are comparable)."""
     agents = make_multiagent_env(game, env_config).possible_agents
-    mapping = {a: pid if k == seat else opponent for k, a in enumerate(agents)}
-    envs = [make_multiagent_env(game, env_config) for _ in range(min(games, 16))]
-    loop = MatchLoop(envs, lambda i: mapping, seed=10_000 * (seed + 1) + 100 * seat)
-    generator = torch.Generator().manual_seed(seed * 100 + seat)
-    batch = loop.collect(policies.__getitem__, set(), 0, 1.0, 1.0, generator,
-                         greedy=greedy, min_episodes=games)
-    for env in envs:
-        env.close()
-    return batch.results[:games]
+    results = []
+    for seat in range(len(agents)):
+        n = games // len(agents) + (seat < games % len(agents))
+        if n == 0:
+            continue
+        mapping = {a: pid if k == seat else opponent for k, a in enumerate(agents)}
+        envs = [make_multiagent_env(game, env_config) for _ in range(min(n, 16))]
+        loop = MatchLoop(envs, lambda i, m=mapping: m, seed=10_000 * (seed + 1) + 100 * seat)
+        generator = torch.Generator().manual_seed(seed * 100 + seat)
+        batch = loop.collect(policies.__getitem__, set(), 0, 1.0, 1.0, generator,
+                             greedy=greedy, min_episodes=n)
+        for env in envs:
+            env.close()
+        results += batch.results[:n]
+    return results
+
+
+def win_draw_loss(results: list[MatchResult], pid: str, opponent: str) -> np.ndarray:
+    """Fractions of the games pid won, drew and lost against opponent."""
+    counts = np.zeros(3)
+    for r in results:
+        counts[[1.0, 0.5, 0.0].index(outcome(r, pid, opponent))] += 1
+    return counts / max(len(results), 1)
 
 
 def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: str = RANDOM,
                     games: int = 200, seed: int = 0, stochastic: bool = False
                     ) -> dict[str, Any]:
     """Win, draw and loss rates of a saved league's ``policy`` against ``opponent``
-    (random or another of its policies), half of the games in each seat; for OpenSpiel
+    (random, another of its policies, or ``module:callable``, a ScriptedPolicy's act
+    function), half of the games in each seat; for OpenSpiel
     games also the policy's exact NashConv (both seats played by it)."""
     ckpt = Checkpoint(checkpoint)
     if ckpt.algo != "league":
         raise ValueError(f"{str(ckpt.path)!r} holds a {ckpt.algo!r} run; --policy and "
                          "--opponent apply to league checkpoints.")
+    if policy == opponent:
+        raise ValueError(f"--policy and --opponent are both {policy!r}: a policy against "
+                         "itself has no winner to count; pick another opponent.")
     run = ckpt.json("run", "config.json")["run"]
     config = from_json(LeagueConfig, ckpt.json("run", "config.json")["config"])
     spec = ckpt.json("policy", "policy.json")
@@ -260,25 +335,36 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: st
     weights = ckpt.tensors("learner", "state.pt")["weights"]
     policies: dict[str, Any] = {RANDOM: RandomPolicy(int(act_space.n))}
     for pid in {policy, opponent} - {RANDOM}:
+        if ":" in pid:
+            policies[pid] = scripted_policy(pid)
+            continue
         if pid not in weights:
             raise ValueError(f"no policy {pid!r} in this league; it has {sorted(weights)}.")
         module = ActorCritic(obs_space, act_space, config.model)
         module.load_state_dict(weights[pid])
         policies[pid] = LocalPolicy(module.requires_grad_(False))
     greedy = set() if stochastic else {policy, opponent} - {RANDOM}
-    seats = len(make_multiagent_env(run["env"], run["env_config"]).possible_agents)
-    counts = np.zeros(3)
-    for seat in range(seats):
-        n = games // seats + (seat < games % seats)
-        for r in play_matches(run["env"], run["env_config"], policies, greedy, policy,
-                              opponent, seat, n, seed):
-            counts[[1.0, 0.5, 0.0].index(outcome(r, policy, opponent))] += 1
+    rates = win_draw_loss(play_matches(run["env"], run["env_config"], policies, greedy,
+                                       policy, opponent, games, seed), policy, opponent)
     out = {"policy": policy, "opponent": opponent, "games": games,
-           "win_rate": counts[0] / games, "draw_rate": counts[1] / games,
-           "loss_rate": counts[2] / games}
+           "win_rate": rates[0], "draw_rate": rates[1], "loss_rate": rates[2]}
     if str(run["env"]).startswith("openspiel:"):
         out["nash_conv"] = _nash_conv(run["env"], run["env_config"], policies[policy])
     return out
+
+
+def scripted_policy(spec: str) -> ScriptedPolicy:
+    """``module:callable`` as a ScriptedPolicy: ``callable(obs, action_mask) -> action``."""
+    module_name, name = spec.split(":", 1)
+    try:
+        act = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"opponent {spec!r}: {err}. Give random, a policy id of the "
+                         "league, or module:callable with callable(obs, action_mask) -> "
+                         "action importable here.") from None
+    if not callable(act):
+        raise ValueError(f"opponent {spec!r} is not callable.")
+    return ScriptedPolicy(act, spec)
 
 
 def _nash_conv(game: str, env_config: dict[str, Any], policy: Any) -> float:

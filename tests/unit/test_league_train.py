@@ -68,19 +68,22 @@ def test_resume_restores_the_league_state(tmp_path):
     saved = ckpt.json("progress", "progress.json")["algo"]
     restored = LeagueRun(Start("league", SMALL, run(tmp_path), tmp_path, ckpt))
     assert restored.league.to_json() == saved["league"]
-    assert restored.steps == saved["steps"]
-    weights = ckpt.tensors("learner", "state.pt")["weights"]
-    for pid, module in ((p, restored.policies[p].module) for p in weights):
+    state = ckpt.tensors("learner", "state.pt")
+    assert restored.players.env_steps() == {
+        pid: t["env_steps"] for pid, t in state["trainers"].items()}
+    assert min(restored.players.env_steps().values()) > 0
+    weights = state["weights"]
+    for pid, module in ((p, restored.players.module(p)) for p in weights):
         for k, v in module.state_dict().items():
             torch.testing.assert_close(v, weights[pid][k], rtol=0, atol=0)
     restored.close()
 
 
-def test_league_refuses_single_agent_evaluation_and_runners(tmp_path):
+def test_league_refuses_single_agent_evaluation_and_bad_counts(tmp_path):
     with pytest.raises(ValueError, match="league-eval-interval"):
         train_league(SMALL, run(tmp_path, evaluation_interval=1))
-    with pytest.raises(ValueError, match="num_env_runners=0"):
-        LeagueConfig(num_env_runners=2)
+    with pytest.raises(ValueError, match="num_env_runners"):
+        LeagueConfig(num_env_runners=-1)
     with pytest.raises(ValueError, match="stop_win_rate"):
         LeagueConfig(league_eval_interval=0, stop_win_rate=0.9)
 
@@ -142,3 +145,57 @@ def test_cli_trains_and_evaluates_a_league(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "distrl", "eval", logdir, "--opponent", "x"],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "no policy 'x'" in bad.stderr
+
+
+def rightmost(obs, action_mask):
+    """A scripted connect-four player: the rightmost legal column."""
+    return int(len(action_mask) - 1 - action_mask[::-1].argmax())
+
+
+def leftmost(obs, action_mask):
+    return int(action_mask.argmax())
+
+
+def column_zero(obs, action_mask):
+    return 0
+
+
+def naive_game(first, second):
+    """player_0's final reward when ``first`` plays player_0 and ``second`` player_1."""
+    from pettingzoo.classic import connect_four_v3
+
+    env = connect_four_v3.env()
+    env.reset(seed=0)
+    final = {}
+    for agent in env.agent_iter():
+        obs, reward, term, trunc, _ = env.last()
+        if term or trunc:
+            final[agent] = reward
+        bot = first if agent == "player_0" else second
+        env.step(None if term or trunc else bot(None, obs["action_mask"]))
+    env.close()
+    return final["player_0"]
+
+
+def test_scripted_opponent_matches_a_naive_game_loop(tmp_path):
+    from distrl.train.league import evaluate_league
+
+    config = LeagueConfig(rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0),
+                          train_batch_size=64, minibatch_size=32, num_epochs=1, num_envs=2,
+                          league_eval_interval=0)
+    ckpt = train_league(config, run(tmp_path, max_env_steps=100))["checkpoint"]
+    right, left = f"{__name__}:rightmost", f"{__name__}:leftmost"
+    # Naive reference: rightmost as player_0, then as player_1, against leftmost.
+    scores = [naive_game(rightmost, leftmost), -naive_game(leftmost, rightmost)]
+    out = evaluate_league(ckpt, policy=right, opponent=left, games=4)
+    assert out["win_rate"] == sum(s > 0 for s in scores) / 2
+    assert out["draw_rate"] == sum(s == 0 for s in scores) / 2
+    vs_bot = evaluate_league(ckpt, opponent=right, games=10)
+    assert vs_bot["opponent"] == right and sum(
+        vs_bot[k] for k in ("win_rate", "draw_rate", "loss_rate")) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="not legal"):  # column 0 fills after 6 moves
+        evaluate_league(ckpt, opponent=f"{__name__}:column_zero", games=2)
+    with pytest.raises(ValueError, match="itself"):
+        evaluate_league(ckpt, policy=right, opponent=right, games=2)
+    with pytest.raises(ValueError, match="module:callable"):
+        evaluate_league(ckpt, opponent="no_such_module_xyz:bot", games=2)

@@ -80,3 +80,18 @@ def test_episodes_rewards_reach_the_seat_that_earned_them():
 def test_choose_must_seat_every_agent():
     with pytest.raises(ValueError, match="without a policy"):
         MatchLoop(envs(1), lambda i: {"player_0": "A"}, seed=0)
+
+
+def test_scripted_policy_allows_only_its_choice():
+    from distrl.matches import ScriptedPolicy
+
+    def last_legal(obs, mask):
+        return int(np.flatnonzero(mask)[-1])
+
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 1, 1]], dtype=torch.bool)
+    logits, values = ScriptedPolicy(last_legal)(torch.zeros(3, 2), mask)
+    assert logits.argmax(-1).tolist() == [1, 0, 2]
+    assert (logits.max(-1).values == 0).all() and (logits < -1e8).sum() == 6
+    assert values.tolist() == [0, 0, 0]
+    with pytest.raises(ValueError, match="not legal"):
+        ScriptedPolicy(lambda obs, mask: 2)(torch.zeros(1, 2), mask[:1])

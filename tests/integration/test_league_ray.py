@@ -1,0 +1,91 @@
+"""League on Ray: match runners read the policy store, DistributedLearners train and
+publish, mappings change at the next reset of each game, a resumed league is the same."""
+
+import numpy as np
+import pytest
+import ray
+import torch
+
+pytest.importorskip("pettingzoo")
+
+from distrl import LeagueConfig, LeagueRules, RunConfig, train_league
+from distrl.algos.ppo import PPOHyperparams
+from distrl.checkpoint import Checkpoint
+
+GAME = "pettingzoo:connect_four_v3"
+
+
+def test_runner_switches_mappings_at_next_reset_and_picks_up_new_versions(ray_local):
+    from distrl.multiagent import make_multiagent_env, policy_obs_space
+    from distrl.runtime.league import DistributedLearners, MatchRunner
+
+    env = make_multiagent_env(GAME)
+    obs_space = policy_obs_space(env.observation_space("player_0"))
+    act_space = env.action_space("player_0")
+    learners = DistributedLearners(PPOHyperparams(minibatch_size=64, num_epochs=1),
+                                   max_policies=1, cpus_per_learner=0)
+    learner = learners.add_policy("a", obs_space, act_space)
+    a_first = {"player_0": "a", "player_1": "random"}
+    a_second = {"player_0": "random", "player_1": "a"}
+    runner = ray.remote(num_cpus=0)(MatchRunner).remote(
+        GAME, {}, 4, 0, learners.head, [a_first], 0.99, 0.95)
+    replay = learners.get("a")[1]
+    try:
+        results, _ = ray.get(runner.play.remote([a_first], {"a": replay}, 200))
+        assert results and all(r.policies == a_first for r in results)
+        assert ray.get(runner.versions.remote()) == {"a": 0}
+        out = ray.get(learner.train.remote(1))  # trains on what the runner sent
+        assert out["version"] == 1 and out["samples"] >= 200
+        results, _ = ray.get(runner.play.remote([a_second], {"a": replay}, 400))
+        assert ray.get(runner.versions.remote())["a"] == 1  # the new version, no restart
+        # Per game slot: only the game under way at the call keeps the old mapping; every
+        # game started after it has the new one (the same call, never mid-game).
+        for env_index in range(4):
+            mine = [r.policies for r in results if r.env == env_index]
+            assert all(m == a_second for m in mine[1:]), (env_index, mine)
+        assert sum(r.policies == a_second for r in results) > 4
+    finally:
+        ray.kill(runner)
+        learners.stop()
+
+
+CONFIG = LeagueConfig(
+    rules=LeagueRules(snapshot_steps=300, league_exploiter_reset_prob=1.0),
+    train_batch_size=128, minibatch_size=64, num_epochs=1, num_envs=4,
+    league_eval_interval=1, league_eval_games=6, league_eval_member_games=4,
+    num_env_runners=2, num_cpus_per_learner=0.25, num_cpus_per_env_runner=0.25)
+
+
+def test_ray_league_trains_snapshots_and_resumes(ray_local, tmp_path):
+    from distrl.loop import Start
+    from distrl.train.league import LeagueRun
+
+    run = RunConfig(env=GAME, logdir=str(tmp_path), progress=False, max_env_steps=2_500)
+    first = train_league(CONFIG, run)
+    ckpt = Checkpoint(first["checkpoint"])
+    league = ckpt.json("progress", "progress.json")["algo"]["league"]
+    snaps = [p["id"] for p in league["players"] if p["parent"]]
+    assert snaps and first["league/num_policies"] == 3 + len(snaps)
+    for key in ("league/win_rate/main_0_vs_random", "league/win_rate/main_0_vs_main_exploiter_0",
+                "league/elo/main_0", "league/matches_per_s", "faults/restarts/match_runners"):
+        assert key in first, key
+    assert league["payoff"]["main_0"]
+    state = ckpt.tensors("learner", "state.pt")
+    assert set(snaps) <= set(state["weights"])
+    # A reset exploiter's and a frozen snapshot's saved weights differ (the snapshot
+    # was published from the learner's weights, not aliased to them).
+    assert min(state["trainers"][p]["env_steps"] for p in state["trainers"]) > 0
+    # Restored on Ray: the same league, the same snapshot and learner weights, read back
+    # from the policy store the runners use.
+    restored = LeagueRun(Start("league", CONFIG, run, tmp_path, ckpt))
+    try:
+        assert restored.league.to_json() == league
+        for pid in [*snaps, "main_0"]:
+            got = restored.players.module(pid).state_dict()
+            for k, v in state["weights"][pid].items():
+                torch.testing.assert_close(got[k], v, rtol=0, atol=0)
+        assert restored.players.env_steps() == {p: t["env_steps"]
+                                                for p, t in state["trainers"].items()}
+    finally:
+        restored.close()
+    assert np.isfinite(first["league/elo/main_0"])
