@@ -97,6 +97,7 @@ class Seat:
     """One agent's steps in one episode, played by one policy."""
 
     policy_id: str
+    action_space: gym.Space
     obs: list[np.ndarray] = field(default_factory=list)
     masks: list[np.ndarray] = field(default_factory=list)
     actions: list[np.ndarray] = field(default_factory=list)
@@ -107,6 +108,11 @@ class Seat:
     total: float = 0.0  # the agent's episode return
     terminated: bool = False
     early: float = 0.0  # reward before the agent's first action (added to that action)
+
+    def __post_init__(self) -> None:
+        discrete = isinstance(self.action_space, gym.spaces.Discrete)
+        self.dist = Categorical if discrete else DiagGaussian
+        self.to_env = env_action_fn(self.action_space)
 
     def credit(self, reward: float) -> None:
         self.total += reward
@@ -161,25 +167,24 @@ class MatchLoop:
 
     def __init__(self, envs: list[Any], choose: Callable[[int], dict[str, str]], seed: int):
         self.envs, self.choose = envs, choose
-        self.obs: list[dict[str, Any]] = []
-        self.seats: list[dict[str, Seat]] = []
+        self.obs: list[dict[str, Any]] = [{} for _ in envs]
+        self.seats: list[dict[str, Seat]] = [{} for _ in envs]
         self.lengths = [0] * len(envs)
-        spaces = {a: envs[0].action_space(a) for a in envs[0].possible_agents}
-        self._to_env = {a: env_action_fn(space) for a, space in spaces.items()}
-        self._dist = {a: Categorical if isinstance(space, gym.spaces.Discrete) else DiagGaussian
-                      for a, space in spaces.items()}
-        for i, env in enumerate(envs):
-            obs, _ = env.reset(seed=seed + i)  # later resets continue each env's own RNG
-            self.obs.append(obs)
-            self.seats.append(self._seat(i, env))
+        for i in range(len(envs)):
+            self._reset(i, seed + i)  # later resets continue each env's own RNG
 
-    def _seat(self, i: int, env: Any) -> dict[str, Seat]:
-        mapping = self.choose(i)
+    def _reset(self, i: int, seed: int | None = None) -> None:
+        """Seat env i's next episode, then reset it with ``options={"policies":
+        mapping}``: an env whose agents' spaces depend on who plays them (#21459's
+        CartPole / MountainCarContinuous challengers) sets them up there."""
+        env, mapping = self.envs[i], self.choose(i)
         missing = set(env.possible_agents) - set(mapping)
         if missing:
             raise ValueError(f"choose({i}) left agents {sorted(missing)} without a policy; "
                              "map every agent of the env to a policy id.")
-        return {agent: Seat(mapping[agent]) for agent in env.possible_agents}
+        self.obs[i], _ = env.reset(seed=seed, options={"policies": dict(mapping)})
+        self.seats[i] = {agent: Seat(mapping[agent], env.action_space(agent))
+                         for agent in env.possible_agents}
 
     def collect(self, policy: Callable[[str], ActingPolicy], learning: set[str],
                 min_samples: int, gamma: float, lambda_: float,
@@ -215,10 +220,9 @@ class MatchLoop:
                 acting.setdefault(self.seats[i][agent].policy_id, []).append((i, agent))
         actions: list[dict[str, Any]] = [{} for _ in self.envs]
         for pid, where in acting.items():
-            dist = self._dist[where[0][1]]  # a policy has one action space
-            acts = self._act(policy(pid), dist, where, generator, pid in greedy)
+            acts = self._act(policy(pid), where, generator, pid in greedy)
             for (i, agent), a in zip(where, acts, strict=True):
-                actions[i][agent] = self._to_env[agent](a)
+                actions[i][agent] = self.seats[i][agent].to_env(a)
         ended = []
         for i, env in enumerate(self.envs):
             obs, rewards, terms, _, _ = env.step(actions[i])
@@ -232,13 +236,14 @@ class MatchLoop:
                 self.obs[i] = obs
                 continue
             ended.append((i, seats))
-            self.obs[i], _ = env.reset()
-            self.seats[i] = self._seat(i, env)
+            self._reset(i)
         return ended
 
-    def _act(self, pi: ActingPolicy, dist: type, where: list[tuple[int, str]],
+    def _act(self, pi: ActingPolicy, where: list[tuple[int, str]],
              generator: torch.Generator | None, greedy: bool) -> list[np.ndarray]:
-        """One forward pass for every seat this policy plays now; records the steps."""
+        """One forward pass for every seat this policy plays now (a policy has one action
+        space, so one distribution); records the steps."""
+        dist = self.seats[where[0][0]][where[0][1]].dist
         split = [split_obs(self.obs[i][agent]) for i, agent in where]
         obs = torch.as_tensor(np.stack([o for o, _ in split]))
         masks = [m for _, m in split]

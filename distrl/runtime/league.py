@@ -26,7 +26,7 @@ from distrl.env_runner import seed_for
 from distrl.matches import RANDOM, MatchLoop, MatchResult, RandomPolicy
 from distrl.multiagent import make_multiagent_env
 from distrl.policy_cache import FlatLayout, PolicySpec, flatten_policy
-from distrl.runtime.policy_store import PolicyReader, head_store, publish
+from distrl.runtime.policy_store import PolicyReader, head_store, publish, stop_head_store
 from distrl.runtime.ray_runners import init_ray
 from distrl.runtime.supervisor import Supervisor
 from distrl.types import Rollout
@@ -205,11 +205,13 @@ class DistributedLearners:
         return sum(len(s.learners) for s in self.shards)
 
     def stop(self) -> None:
+        """Stop every learner and replay actor, and the policy store with its weights."""
         for shard in self.shards:
             for learner in shard.learners.values():
                 ray.kill(learner)
             ray.kill(shard.replay)
             shard.learners.clear()
+        stop_head_store(self.head)
 
 
 class MatchRunner:
@@ -228,7 +230,8 @@ class MatchRunner:
         self.generator = torch.Generator().manual_seed(seed)
         self.mappings, self.next = list(mappings), 0
         envs = [make_multiagent_env(game, env_config) for _ in range(num_envs)]
-        self.random = RandomPolicy(int(envs[0].action_space(envs[0].possible_agents[0]).n))
+        space = envs[0].action_space(envs[0].possible_agents[0])
+        self.random = RandomPolicy(int(space.n)) if hasattr(space, "n") else None
         self.loop = MatchLoop(envs, self._choose, seed)
 
     def ready(self) -> bool:
@@ -257,7 +260,9 @@ class MatchRunner:
         return batch.results, batch.env_steps
 
     def _policy(self, policy_id: str) -> Any:
-        return self.random if policy_id == RANDOM else self.reader.policy(policy_id)
+        if policy_id == RANDOM and self.random is not None:
+            return self.random
+        return self.reader.policy(policy_id)
 
     def versions(self) -> dict[str, int]:
         """Version of each policy this runner acts with now."""

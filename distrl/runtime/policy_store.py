@@ -13,6 +13,7 @@ Model: Sample Factory's ParameterServer and its "is it newer?" check.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -116,6 +117,22 @@ def head_store() -> Any:
         name=HEAD_NAME, namespace=context.namespace, get_if_exists=True,
         scheduling_strategy=NodeAffinitySchedulingStrategy(context.get_node_id(), soft=False),
     ).remote()
+
+
+def stop_head_store(head: Any, timeout_s: float = 30.0) -> None:
+    """Kill the head store (its followers share its fate) and wait until its name is
+    free, so that the next head_store() of this namespace starts a fresh one instead of
+    finding the dying one."""
+    ray.kill(head)
+    namespace = ray.get_runtime_context().namespace
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor(HEAD_NAME, namespace=namespace)
+        except ValueError:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"the policy store {HEAD_NAME!r} did not stop within {timeout_s} s.")
 
 
 def publish(head: Any, policy_id: str, flat: np.ndarray, spec: PolicySpec) -> int:

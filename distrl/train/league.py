@@ -166,12 +166,12 @@ class LeagueRun:
     def evaluate(self) -> dict[str, float]:
         """Each main agent plays league_eval_games greedy games against the random
         player and league_eval_member_games against every other learner and its own
-        newest snapshot, half in each seat; the results move the Elo ratings."""
+        newest snapshot, half in each seat; the results move the Elo ratings. On
+        OpenSpiel games also its exact NashConv (of its sampling policy)."""
         out: dict[str, float] = {}
-        policies = self.players.acting()
+        policies, run = self.players.acting(), self.start.run
         for pid in self.league.learners("main_agent"):
             for opponent, games in self._eval_opponents(pid):
-                run = self.start.run
                 results = play_matches(run.env, run.env_config, policies,
                                        {pid, opponent} - {RANDOM}, pid, opponent, games)
                 for r in results:
@@ -179,6 +179,9 @@ class LeagueRun:
                 rates = win_draw_loss(results, pid, opponent)
                 out[f"league/win_rate/{pid}_vs_{opponent}"] = rates[0]
                 out[f"league/draw_rate/{pid}_vs_{opponent}"] = rates[1]
+            if str(run.env).startswith("openspiel:"):
+                out[f"league/nash_conv/{pid}"] = _nash_conv(run.env, run.env_config,
+                                                            policies[pid])
         out.update({f"league/elo/{p}": r for p, r in self.league.elo.ratings.items()})
         return out
 

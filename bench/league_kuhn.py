@@ -1,0 +1,87 @@
+"""Kuhn poker: the main agent's exact NashConv (OpenSpiel's exploitability) over wall time,
+with OpenSpiel's tabular CFR (average policy) in the same run for reference.
+
+    python bench/league_kuhn.py [--seconds 300] [--seed 0]
+
+distrl trains a league (one main agent, one main exploiter, one league exploiter, in
+process) and evaluates every --eval-every iterations: league/nash_conv/main_0 is the
+NashConv of the policy the main agent samples from. The league's checkpoint and metrics go
+to bench/out/runs/league_kuhn_<seed>; the curve to bench/out/league_kuhn.json (for
+bench/plot_league.py). The last line is JSON: the curve's first, best and last values,
+the time it first went below 0.2 and 0.05 (null: never), and CFR's curve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+
+OUT = Path(__file__).parent / "out"
+
+
+def run_distrl(seconds: float, seed: int, eval_every: int) -> list[tuple[float, float]]:
+    from distrl import LeagueConfig, LeagueRules, RunConfig, train_league
+
+    config = LeagueConfig(
+        rules=LeagueRules(snapshot_steps=20_000), train_batch_size=2048,
+        minibatch_size=512, num_epochs=4, lr=3e-4, use_kl_loss=False, entropy_coeff=0.01,
+        num_envs=64, league_eval_interval=eval_every, league_eval_games=100)
+    logdir = OUT / f"runs/league_kuhn_{seed}"
+    shutil.rmtree(logdir, ignore_errors=True)
+    train_league(config, RunConfig(env="openspiel:kuhn_poker", seed=seed,
+                                   max_env_steps=10**9, max_time_s=seconds,
+                                   logdir=str(logdir), progress=False))
+    curve = []
+    for line in (logdir / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if "league/nash_conv/main_0" in row:
+            curve.append((row["time/total_s"], row["league/nash_conv/main_0"]))
+    return curve
+
+
+def run_cfr(iterations: int) -> list[tuple[float, float]]:
+    import pyspiel
+    from open_spiel.python.algorithms import cfr, exploitability
+
+    game = pyspiel.load_game("kuhn_poker")
+    solver = cfr.CFRSolver(game)
+    t0, curve = time.perf_counter(), []
+    for _ in range(iterations):
+        solver.evaluate_and_update_policy()
+        # Time the solver only, not the exact evaluation.
+        spent = time.perf_counter() - t0
+        curve.append((spent, exploitability.nash_conv(game, solver.average_policy())))
+        t0 = time.perf_counter() - spent
+    return curve
+
+
+def first_below(curve: list[tuple[float, float]], level: float) -> float | None:
+    return next((t for t, v in curve if v < level), None)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=300.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--eval-every", type=int, default=2)
+    args = ap.parse_args()
+    OUT.mkdir(exist_ok=True)
+    distrl = run_distrl(args.seconds, args.seed, args.eval_every)
+    cfr_curve = run_cfr(64)
+    (OUT / "league_kuhn.json").write_text(json.dumps({"distrl": distrl, "cfr": cfr_curve}))
+    values = [v for _, v in distrl]
+    print(json.dumps({
+        "seconds": args.seconds, "seed": args.seed, "evaluations": len(distrl),
+        "nash_conv_first": values[0], "nash_conv_best": min(values),
+        "nash_conv_last": values[-1], "distrl_s_below_0.2": first_below(distrl, 0.2),
+        "distrl_s_below_0.05": first_below(distrl, 0.05),
+        "cfr_nash_conv_at_8_iterations": cfr_curve[7][1],
+        "cfr_s_below_0.2": first_below(cfr_curve, 0.2),
+        "cfr_s_below_0.05": first_below(cfr_curve, 0.05)}))
+
+
+if __name__ == "__main__":
+    main()
