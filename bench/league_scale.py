@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from league_memory import usage  # noqa: E402  (the same measure as the store benchmark)
+from league_memory import usage  # the same measure as the store benchmark
 
 OUT = Path(__file__).parent / "out"
 WINDOW = 8

@@ -88,7 +88,7 @@ class LeagueConfig(PPOHyperparams):
     train_batch_size: int = 2048
     """Samples (the learner's own moves) per learner per iteration."""
     num_envs: int = 16
-    """Games played at once."""
+    """Games played at once (in the driver, or by each env runner on Ray)."""
     league_eval_interval: int = 5
     """Every N iterations the main agents play evaluation matches (0: never); win rates
     and Elo come only from these, never from training batches (RLlib #33472)."""
