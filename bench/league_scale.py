@@ -41,8 +41,7 @@ def main() -> None:
     import ray
 
     from distrl import LeagueConfig, LeagueRules, RunConfig
-    from distrl.loop import start_run
-    from distrl.train.league import LeagueRun
+    from distrl.train.league import start_league
 
     config = LeagueConfig(
         rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0,
@@ -54,7 +53,7 @@ def main() -> None:
     logdir = OUT / "runs/league_scale"
     shutil.rmtree(logdir, ignore_errors=True)
     run = RunConfig(env="pettingzoo:connect_four_v3", logdir=str(logdir), progress=False)
-    league = LeagueRun(start_run("league", config, run))
+    league = start_league(config, run)
     pids = ray.get([a.__ray_call__.remote(lambda self: os.getpid())
                     for a in league.players.runners.actors])
     rows, memory = [], {}

@@ -1,13 +1,15 @@
 """train_league: PPO learners in an AlphaStar-style league on a multi-agent game.
 
-Each iteration the games (a MatchLoop) are seated by the league's matchmaking at every
-reset; every learner trains on its own moves with the shared PPO update; finished games
-fill the payoff table; learners that qualify are frozen as snapshots (and exploiters
-reset); every league_eval_interval iterations the main agents play evaluation games
-against a uniformly random player, the only source of win rates and Elo.
+Each iteration the games are seated by the league's matchmaking at every reset; every
+learner trains on its own moves with the shared PPO update (PolicyTrainer); finished
+games fill the payoff table; learners that qualify are frozen as snapshots (and
+exploiters reset); every league_eval_interval iterations the main agents play evaluation
+games against a uniformly random player (and the league's members), the only source of
+win rates and Elo.
 
-This driver plays every game in its own process (num_env_runners=0).
-"""
+LeagueRun decides; its players play and learn: LocalPlayers in this process
+(num_env_runners=0), or runtime.league.RayPlayers (Ray env runners reading the policy
+store, DistributedLearners)."""
 
 from __future__ import annotations
 
@@ -43,12 +45,17 @@ def train_league(config: LeagueConfig | None = None, run: RunConfig | None = Non
                  ) -> dict[str, Any]:
     """Train a league until a stop condition holds; returns the final metrics and the
     checkpoint (whose policy is main_0's, for `distrl eval`)."""
-    start = start_run("league", config or LeagueConfig(), run or RunConfig(),
-                      check_env=_check_game)
-    _check_run(start.run)
-    league_run = LeagueRun(start)
-    return drive(start, league_run.progress, league_run.iterate, league_run.save,
+    league_run = start_league(config or LeagueConfig(), run or RunConfig())
+    return drive(league_run.start, league_run.progress, league_run.iterate, league_run.save,
                  league_run.close, 0.0, league_run.main_module, league_run.should_stop)
+
+
+def start_league(config: LeagueConfig, run: RunConfig) -> LeagueRun:
+    """A league ready to iterate (restored when run.resume is set): what train_league
+    drives, for callers that step it themselves (bench/league_scale.py)."""
+    start = start_run("league", config, run, check_env=_check_game)
+    _check_run(start.run)
+    return LeagueRun(start)
 
 
 def _check_game(env: Any) -> None:

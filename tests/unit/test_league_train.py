@@ -98,9 +98,11 @@ def test_evaluate_league_rates_and_exact_nash_conv_on_kuhn(tmp_path):
     pytest.importorskip("pyspiel")
     config = LeagueConfig(rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0),
                           train_batch_size=64, minibatch_size=32, num_epochs=1, num_envs=4,
-                          league_eval_interval=0)
+                          league_eval_interval=1, league_eval_games=4)
     first = train_league(config, run(tmp_path, env="openspiel:kuhn_poker", max_env_steps=200))
     out = evaluate_league(first["checkpoint"], games=40, stochastic=True)
+    # The run's last evaluation saw the weights it then saved.
+    assert first["league/nash_conv/main_0"] == pytest.approx(out["nash_conv"], abs=1e-9)
     assert out["win_rate"] + out["draw_rate"] + out["loss_rate"] == pytest.approx(1.0)
     # The NashConv is open_spiel's for the tabular policy the network defines.
     import pyspiel

@@ -1,0 +1,91 @@
+"""Plots of a league run: Elo over training and the payoff table as a heat map, and the
+Kuhn poker NashConv curve of bench/league_kuhn.py.
+
+    distrl train league --env pettingzoo:connect_four_v3 --max-time-s 240 \\
+        --league-eval-interval 2 --league-eval-games 40 --league-eval-member-games 20 \\
+        --rules.snapshot-steps 20000 --logdir bench/out/runs/league_c4_full
+    python bench/league_kuhn.py
+    python bench/plot_league.py [bench/out/runs/league_c4_full]
+
+Writes docs/img/league_elo.png, docs/img/league_payoff.png, docs/img/league_kuhn.png.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from _plot import save
+
+HERE = Path(__file__).parent
+IMG = HERE.parent / "docs" / "img"
+
+
+def elo(run: Path) -> None:
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ids = sorted({k[len("league/elo/"):] for r in rows for k in r if k.startswith("league/elo/")})
+    for pid in ids:
+        pts = [(r["env/steps_total"], r[f"league/elo/{pid}"]) for r in rows
+               if f"league/elo/{pid}" in r]
+        if "@" in pid:  # snapshots: a dot at their last rating
+            ax.plot(*pts[-1], "o", color="gray", ms=3)
+            continue
+        ax.plot(*zip(*pts, strict=True), label=pid, lw=1.5)
+    ax.set(xlabel="env steps", ylabel="Elo (evaluation games only)",
+           title="League Elo on connect four (gray: frozen snapshots)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    save(fig, IMG / "league_elo.png")
+
+
+def payoff(run: Path) -> None:
+    league = json.loads((run / "checkpoint" / "progress" / "progress.json").read_text())
+    table = league["algo"]["league"]["payoff"]
+    ids = sorted(table, key=lambda p: (p.split("@")[0], int(p.split("@")[1]) if "@" in p else 0))
+    rates = np.full((len(ids), len(ids)), np.nan)
+    for i, a in enumerate(ids):
+        for j, b in enumerate(ids):
+            w, d, g = table.get(a, {}).get(b, (0, 0, 0))
+            if g >= 1:
+                rates[i, j] = (w + 0.5 * d) / g
+    fig, ax = plt.subplots(figsize=(1.2 + 0.35 * len(ids), 0.8 + 0.35 * len(ids)))
+    im = ax.imshow(rates, cmap="RdBu", vmin=0, vmax=1)
+    ax.set_xticks(range(len(ids)), ids, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(ids)), ids, fontsize=7)
+    ax.set(title="Payoff table: row's win rate vs column\n(training games, decayed; "
+                 "blank: < 1 game)")
+    fig.colorbar(im, ax=ax, shrink=0.8)
+    save(fig, IMG / "league_payoff.png")
+
+
+def kuhn(src: Path) -> None:
+    data = json.loads(src.read_text())
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(*zip(*data["distrl"], strict=True), label="distrl league: main_0 (PPO)")
+    ax.plot(*zip(*data["cfr"], strict=True), label="OpenSpiel CFR (average policy)")
+    ax.axhline(0.05, color="gray", ls="--", lw=1, label="goal 0.05")
+    ax.set(xscale="symlog", linthresh=1.0, yscale="log", xlabel="wall time (s)",
+           ylabel="NashConv", title="Kuhn poker: exact NashConv over wall time")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    save(fig, IMG / "league_kuhn.png")
+
+
+def main() -> None:
+    run = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "out/runs/league_c4_full"
+    if run.exists():
+        elo(run)
+        payoff(run)
+    if (HERE / "out/league_kuhn.json").exists():
+        kuhn(HERE / "out/league_kuhn.json")
+
+
+if __name__ == "__main__":
+    main()
