@@ -104,6 +104,9 @@ class LeagueConfig(PPOHyperparams):
     policy store; their samples go to DistributedLearners. 0: everything in the driver."""
     num_learner_shards: int | None = None
     """DistributedLearners shards (None: one per learner, as RLlib's default)."""
+    num_gpus_for_learners: float = 0.0
+    """GPUs for all learners on Ray, split evenly per shard and per learner (fractions
+    allowed; shards default to min(num_gpus or learners, learners), as in RLlib)."""
     num_cpus_per_learner: float = 1.0
     """CPUs Ray reserves for each PolicyLearner actor."""
     num_cpus_per_env_runner: float = 1.0
@@ -113,9 +116,10 @@ class LeagueConfig(PPOHyperparams):
         super().__post_init__()
         check_positive(self, "train_batch_size", "num_envs", "league_eval_games")
         if min(self.num_env_runners, self.league_eval_member_games) < 0 or min(
-                self.num_cpus_per_learner, self.num_cpus_per_env_runner) < 0:
-            raise ValueError("num_env_runners, league_eval_member_games and the CPU counts "
-                             "must be >= 0.")
+                self.num_cpus_per_learner, self.num_cpus_per_env_runner,
+                self.num_gpus_for_learners) < 0:
+            raise ValueError("num_env_runners, league_eval_member_games and the CPU and GPU "
+                             "counts must be >= 0.")
         if self.league_eval_interval < 0:
             raise ValueError(f"`league_eval_interval` ({self.league_eval_interval}) must be >= 0.")
         if self.stop_win_rate is not None and not (

@@ -288,14 +288,16 @@ class PolicyTrainer:
     adaptive KL coefficient and env steps (for its schedules). The same object trains in
     the driver (num_env_runners=0) and inside a Ray PolicyLearner."""
 
-    def __init__(self, obs_space: gym.Space, act_space: gym.Space, cfg: PPOHyperparams):
+    def __init__(self, obs_space: gym.Space, act_space: gym.Space, cfg: PPOHyperparams,
+                 device: torch.device | str = "cpu"):
         self.obs_space, self.act_space, self.cfg = obs_space, act_space, cfg
+        self.device = torch.device(device)
         self.env_steps = 0
         self.reset()
 
     def reset(self) -> None:
         """Fresh weights, optimizer and KL coefficient; env steps keep counting."""
-        self.model = ActorCritic(self.obs_space, self.act_space, self.cfg.model)
+        self.model = ActorCritic(self.obs_space, self.act_space, self.cfg.model).to(self.device)
         self.learner = Learner(self.model, self.cfg.lr_at(self.env_steps), self.cfg.grad_clip)
         self.kl_coeff = self.cfg.kl_coeff
 
@@ -305,8 +307,8 @@ class PolicyTrainer:
         cfg = self.cfg
         self.env_steps += rollout.size
         self.learner.set_lr(cfg.lr_at(self.env_steps))
-        metrics = ppo_update(self.learner, PPOBatch.from_rollout(rollout), cfg, self.kl_coeff,
-                             cfg.entropy_coeff_at(self.env_steps), generator)
+        metrics = ppo_update(self.learner, PPOBatch.from_rollout(rollout, self.device), cfg,
+                             self.kl_coeff, cfg.entropy_coeff_at(self.env_steps), generator)
         if cfg.use_kl_loss:
             self.kl_coeff = update_kl_coeff(self.kl_coeff, metrics["kl"], cfg.kl_target)
         return metrics

@@ -67,7 +67,9 @@ class PolicyLearner:
                  config: PPOHyperparams, replay: Any, head: Any):
         torch.set_num_threads(1)
         self.policy_id, self.replay, self.head = policy_id, replay, head
-        self.trainer = PolicyTrainer(obs_space, act_space, config)
+        # A learner given a share of a GPU (DistributedLearners' num_gpus) trains on it.
+        device = "cuda" if ray.get_gpu_ids() and torch.cuda.is_available() else "cpu"
+        self.trainer = PolicyTrainer(obs_space, act_space, config, device)
         self.spec = PolicySpec(obs_space, act_space, config.model)
         self.version = self._publish(policy_id)
 
@@ -280,9 +282,10 @@ class RayPlayers:
         init_ray(run.address, cfg.num_env_runners * cfg.num_cpus_per_env_runner
                  + len(ids) * cfg.num_cpus_per_learner)
         self.cfg, self.choose, self.ids = cfg, choose, ids
+        self.timeout = run.actor_timeout_s
         self.spec = PolicySpec(obs_space, act_space, cfg.model)
         self.learners = DistributedLearners(cfg, len(ids), cfg.num_learner_shards,
-                                            cpus_per_learner=cfg.num_cpus_per_learner)
+                                            cfg.num_gpus_for_learners, cfg.num_cpus_per_learner)
         for pid in ids:
             self.learners.add_policy(pid, obs_space, act_space)
         self.reader = PolicyReader(self.learners.head)
@@ -298,6 +301,12 @@ class RayPlayers:
                                   max_restarts=run.max_restarts,
                                   call_timeout_s=run.actor_timeout_s,
                                   resources={"num_cpus": cfg.num_cpus_per_env_runner})
+
+    def _get(self, refs: Any) -> Any:
+        """Results of learner and store calls, with the run's actor timeout: a hung
+        learner stops the run with an error instead of hanging it (learners are not
+        replaced: their optimizer state would be lost; resume from the checkpoint)."""
+        return ray.get(refs, timeout=self.timeout)
 
     def _draw(self, n: int) -> list[dict[str, str]]:
         return [self.choose() for _ in range(n)]
@@ -322,18 +331,18 @@ class RayPlayers:
     def train(self) -> dict[str, dict[str, float]]:
         """Every learner trains on what its replay received, all at once."""
         futures = {pid: learner.train.remote(1) for pid, learner, _ in self.learners}
-        return {pid: m for pid, m in zip(futures, ray.get(list(futures.values())), strict=True)
+        return {pid: m for pid, m in zip(futures, self._get(list(futures.values())), strict=True)
                 if m is not None}
 
     def env_steps(self) -> dict[str, int]:
         futures = {pid: learner.env_steps.remote() for pid, learner, _ in self.learners}
-        return dict(zip(futures, ray.get(list(futures.values())), strict=True))
+        return dict(zip(futures, self._get(list(futures.values())), strict=True))
 
     def freeze(self, pid: str, snap: str) -> None:
-        ray.get(self.learners.get(pid)[0].snapshot.remote(snap))
+        self._get(self.learners.get(pid)[0].snapshot.remote(snap))
 
     def reset(self, pid: str) -> None:
-        ray.get(self.learners.get(pid)[0].reset.remote())
+        self._get(self.learners.get(pid)[0].reset.remote())
 
     def acting(self) -> StoreView:
         self.reader.refresh(self.ids)  # the learners' newest versions
@@ -346,8 +355,8 @@ class RayPlayers:
 
     def _weights(self, ids: list[str]) -> dict[str, dict[str, torch.Tensor]]:
         """State dicts (copies) of published policies, read from the store."""
-        entries = ray.get(self.learners.head.latest.remote(ids))
-        flats = ray.get([box[0] for _, box, _ in entries.values()])
+        entries = self._get(self.learners.head.latest.remote(ids))
+        flats = self._get([box[0] for _, box, _ in entries.values()])
         out = {}
         for (pid, (_, _, spec)), flat in zip(entries.items(), flats, strict=True):
             views = FlatLayout.of(spec.build()).views(flat)
@@ -361,8 +370,8 @@ class RayPlayers:
         """Every policy's weights (snapshots from the store); the learners' optimizer,
         KL coefficient and steps."""
         futures = {pid: learner.get_state.remote() for pid, learner, _ in self.learners}
-        trainers = dict(zip(futures, ray.get(list(futures.values())), strict=True))
-        frozen = [p for p in ray.get(self.learners.head.versions.remote()) if p not in trainers]
+        trainers = dict(zip(futures, self._get(list(futures.values())), strict=True))
+        frozen = [p for p in self._get(self.learners.head.versions.remote()) if p not in trainers]
         weights = {pid: t.pop("model") for pid, t in trainers.items()}
         return {"weights": {**weights, **self._weights(frozen)}, "trainers": trainers}
 
@@ -377,7 +386,7 @@ class RayPlayers:
             else:
                 flat = FlatLayout.of(self.spec.build()).flatten(weights)
                 futures.append(self.learners.head.publish.remote(pid, flat, self.spec))
-        ray.get(futures)
+        self._get(futures)
 
     def close(self) -> None:
         self.runners.close()
