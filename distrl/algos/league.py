@@ -236,12 +236,16 @@ class League:
         self.players: dict[str, Player] = {}
         self.payoff = PayoffTable(self.rules.payoff_decay, self.rules.prior_games)
         self.elo = Elo(self.rules.elo_k)
+        # Opponent pools and PFSP distributions, kept until the league changes: the
+        # draws of one iteration share them (O(1) per draw instead of O(players)).
+        self._cache: dict[tuple, Any] = {}
 
     def add_learner(self, player_id: str, role: str) -> Player:
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}; got {role!r}.")
         if player_id in self.players:
             raise ValueError(f"player {player_id!r} is already in the league.")
+        self._cache.clear()
         self.players[player_id] = Player(player_id, role)
         return self.players[player_id]
 
@@ -261,43 +265,55 @@ class League:
             return self._main_agent_match(learner, rng)
         if role == "main_exploiter":
             return self._main_exploiter_match(learner, rng)
-        everyone = self.snapshots()
-        return self._pfsp(learner, everyone, rng) if everyone else self._any_main(rng)
+        return self._pfsp(learner, rng) if self._pool() else self._any_main(rng)
 
     def _main_agent_match(self, learner: str, rng: np.random.Generator) -> str:
         r = self.rules
         u = rng.random()
-        exploiters = self.snapshots(("main_exploiter", "league_exploiter"))
-        if u < r.exploiter_check_prob and exploiters:
-            return self._pfsp(learner, exploiters, rng)
-        everyone = self.snapshots()
-        if u < r.exploiter_check_prob + r.self_play_prob or not everyone:
+        exploiters = ("main_exploiter", "league_exploiter")
+        if u < r.exploiter_check_prob and self._pool(exploiters):
+            return self._pfsp(learner, rng, exploiters)
+        if u < r.exploiter_check_prob + r.self_play_prob or not self._pool():
             return self._any_main(rng)  # self-play (itself or another main agent)
-        return self._pfsp(learner, everyone, rng)
+        return self._pfsp(learner, rng)
 
     def _main_exploiter_match(self, learner: str, rng: np.random.Generator) -> str:
         """A main agent's current weights while the exploiter can win some games
         (> 10%); else its snapshots by "variance" PFSP, for a gentler curriculum."""
         main = self._any_main(rng)
-        history = self.snapshots(parent=main)
-        if self.payoff.win_rate(learner, main) > 0.1 or not history:
+        if self.payoff.win_rate(learner, main) > 0.1 or not self._pool(parent=main):
             return main
-        return self._pfsp(learner, history, rng, "variance")
+        return self._pfsp(learner, rng, parent=main, weighting="variance")
 
     def _any_main(self, rng: np.random.Generator) -> str:
         mains = self.learners("main_agent")
         return mains[int(rng.integers(len(mains)))]
 
-    def _pfsp(self, learner: str, opponents: list[str], rng: np.random.Generator,
-              weighting: str | None = None) -> str:
-        weights = pfsp_weights(self.payoff.win_rates(learner, opponents),
-                               weighting or self.rules.pfsp_weighting)
-        return opponents[int(rng.choice(len(opponents), p=weights))]
+    def _pool(self, roles: tuple[str, ...] = ROLES, parent: str | None = None) -> list[str]:
+        """snapshots(roles, parent), cached."""
+        key = ("pool", roles, parent)
+        if key not in self._cache:
+            self._cache[key] = self.snapshots(roles, parent)
+        return self._cache[key]
+
+    def _pfsp(self, learner: str, rng: np.random.Generator, roles: tuple[str, ...] = ROLES,
+              parent: str | None = None, weighting: str | None = None) -> str:
+        """An opponent from the pool by PFSP on the learner's win rates against each."""
+        weighting = weighting or self.rules.pfsp_weighting
+        key = ("pfsp", learner, roles, parent, weighting)
+        if key not in self._cache:
+            opponents = self._pool(roles, parent)
+            weights = pfsp_weights(self.payoff.win_rates(learner, opponents), weighting)
+            self._cache[key] = (opponents, np.cumsum(weights))
+        opponents, cdf = self._cache[key]
+        k = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
+        return opponents[min(k, len(opponents) - 1)]
 
     def record(self, a: str, b: str, outcome: float, rated: bool = False) -> None:
         """A finished match (outcome for a: 1, 0.5, 0). ``rated``: an evaluation match,
         which also moves the Elo ratings."""
         if a != b:
+            self._cache.clear()
             self.payoff.update(a, b, outcome)
             if rated:
                 self.elo.update(a, b, outcome)
@@ -318,6 +334,7 @@ class League:
 
     def snapshot(self, learner: str, env_steps: int) -> str:
         """Freeze the learner's current weights as a new player; returns its id."""
+        self._cache.clear()
         p = self.players[learner]
         p.snapshots += 1
         p.steps_at_snapshot = env_steps
@@ -338,6 +355,7 @@ class League:
         reset = role == "main_exploiter" or (
             role == "league_exploiter" and rng.random() < self.rules.league_exploiter_reset_prob)
         if reset:
+            self._cache.clear()
             self.payoff.forget(learner)
         return reset
 

@@ -119,6 +119,23 @@ def test_main_agent_matchmaking_frequencies():
     assert counts["lx@1"] == pytest.approx(0.15 + 0.5 * w_hard[1], abs=0.02)
 
 
+def test_draws_follow_results_recorded_between_them():
+    # Draws share cached PFSP weights; every recorded result must renew them.
+    lg = league(payoff_decay=1.0)
+    for name in ("main", "mx"):
+        lg.snapshot(name, 0)
+    rng = np.random.default_rng(0)
+    before = [lg.get_match("lx", rng) for _ in range(2_000)]
+    assert before.count("main@1") / 2_000 == pytest.approx(0.5, abs=0.05)  # both unplayed
+    for _ in range(30):  # lx now always beats main@1: "hard" PFSP drops it
+        lg.record("lx", "main@1", 1.0)
+    after = [lg.get_match("lx", rng) for _ in range(2_000)]
+    w = pfsp_weights(lg.payoff.win_rates("lx", ["main@1", "mx@1"]), "hard")
+    assert after.count("main@1") / 2_000 == pytest.approx(w[0], abs=0.02)
+    lg.snapshot("main", 0)  # a new snapshot joins the pool at once
+    assert "main@2" in {lg.get_match("lx", rng) for _ in range(500)}
+
+
 def test_exploiter_matchmaking():
     lg = league(payoff_decay=1.0)
     rng = np.random.default_rng(0)
