@@ -102,6 +102,10 @@ class LeagueConfig(PPOHyperparams):
     num_env_runners: int = 0
     """Ray env runners, each playing num_envs games through PolicyReader views of the
     policy store; their samples go to DistributedLearners. 0: everything in the driver."""
+    max_cached_policies: int = 1024
+    """Policies each env runner keeps mapped (least recently used dropped first). A
+    mapped policy costs a runner its views only, ~15 KB (the weights are the node's
+    shared memory); one dropped and drawn again is mapped again (a store round trip)."""
     num_learner_shards: int | None = None
     """DistributedLearners shards (None: one per learner, as RLlib's default)."""
     num_gpus_for_learners: float = 0.0
@@ -114,7 +118,8 @@ class LeagueConfig(PPOHyperparams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_positive(self, "train_batch_size", "num_envs", "league_eval_games")
+        check_positive(self, "train_batch_size", "num_envs", "league_eval_games",
+                       "max_cached_policies")
         if min(self.num_env_runners, self.league_eval_member_games) < 0 or min(
                 self.num_cpus_per_learner, self.num_cpus_per_env_runner,
                 self.num_gpus_for_learners) < 0:

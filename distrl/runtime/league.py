@@ -295,7 +295,7 @@ class RayPlayers:
             return dict(game=run.env, env_config=run.env_config, num_envs=cfg.num_envs,
                         seed=seed_for(run.seed, index, restart), head=self.learners.head,
                         mappings=self._draw(cfg.num_envs), gamma=cfg.gamma,
-                        lambda_=cfg.gae_lambda)
+                        lambda_=cfg.gae_lambda, max_cached_policies=cfg.max_cached_policies)
 
         self.runners = Supervisor("match_runners", MatchRunner, kwargs, cfg.num_env_runners,
                                   max_restarts=run.max_restarts,
