@@ -1,9 +1,10 @@
 """Plots of a league run: Elo over training and the payoff table as a heat map, and the
 Kuhn poker NashConv curve of bench/league_kuhn.py.
 
-    distrl train league --env pettingzoo:connect_four_v3 --max-time-s 240 \\
-        --league-eval-interval 2 --league-eval-games 40 --league-eval-member-games 20 \\
-        --rules.snapshot-steps 20000 --logdir bench/out/runs/league_c4_full
+    distrl train league --tuned connect_four --num-main-exploiters 1 \\
+        --num-league-exploiters 1 --stop-win-rate None --max-env-steps 2000000 \\
+        --max-time-s 240 --league-eval-games 40 --league-eval-member-games 20 \\
+        --logdir bench/out/runs/league_c4_full
     python bench/league_kuhn.py
     python bench/plot_league.py [bench/out/runs/league_c4_full]
 
@@ -71,7 +72,7 @@ def kuhn(src: Path) -> None:
     ax.plot(*zip(*data["distrl"], strict=True), label="distrl league: main_0 (PPO)")
     ax.plot(*zip(*data["cfr"], strict=True), label="OpenSpiel CFR (average policy)")
     ax.axhline(0.05, color="gray", ls="--", lw=1, label="goal 0.05")
-    ax.set(xscale="symlog", linthresh=1.0, yscale="log", xlabel="wall time (s)",
+    ax.set(xscale="log", yscale="log", xlabel="wall time (s)",
            ylabel="NashConv", title="Kuhn poker: exact NashConv over wall time")
     ax.grid(alpha=0.3)
     ax.legend()
