@@ -214,15 +214,19 @@ class MatchLoop:
     def _step(self, policy: Callable[[str], ActingPolicy], generator: torch.Generator | None,
               greedy: Collection[str]) -> list[tuple[int, dict[str, Seat]]]:
         """One step of every env; returns the (env, seats) of episodes that ended."""
-        acting: dict[str, list[tuple[int, str]]] = {}
+        where: dict[str, list[tuple[int, str]]] = {}
         for i, obs in enumerate(self.obs):
             for agent in obs:
-                acting.setdefault(self.seats[i][agent].policy_id, []).append((i, agent))
+                where.setdefault(self.seats[i][agent].policy_id, []).append((i, agent))
+        # One forward pass per policy, then one sampling call per kind of distribution
+        # for all seats: a league's many distinct opponents add only their forward passes.
+        kinds: dict[tuple, list[_Forward]] = {}
+        for pid, seats in where.items():
+            out = self._forward(policy(pid), seats, pid in greedy)
+            kinds.setdefault((out.dist, out.dist_inputs.shape[1:]), []).append(out)
         actions: list[dict[str, Any]] = [{} for _ in self.envs]
-        for pid, where in acting.items():
-            acts = self._act(policy(pid), where, generator, pid in greedy)
-            for (i, agent), a in zip(where, acts, strict=True):
-                actions[i][agent] = self.seats[i][agent].to_env(a)
+        for forwards in kinds.values():
+            self._sample(forwards, generator, actions)
         ended = []
         for i, env in enumerate(self.envs):
             obs, rewards, terms, _, _ = env.step(actions[i])
@@ -239,34 +243,64 @@ class MatchLoop:
             self._reset(i)
         return ended
 
-    def _act(self, pi: ActingPolicy, where: list[tuple[int, str]],
-             generator: torch.Generator | None, greedy: bool) -> list[np.ndarray]:
-        """One forward pass for every seat this policy plays now (a policy has one action
-        space, so one distribution); records the steps."""
-        dist = self.seats[where[0][0]][where[0][1]].dist
+    def _forward(self, pi: ActingPolicy, where: list[tuple[int, str]], greedy: bool
+                 ) -> _Forward:
+        """The policy's distribution inputs (illegal actions masked) and values for every
+        seat it plays now (a policy has one action space, so one distribution)."""
         split = [split_obs(self.obs[i][agent]) for i, agent in where]
-        obs = torch.as_tensor(np.stack([o for o, _ in split]))
+        obs = [o for o, _ in split]
         masks = [m for _, m in split]
         mask = None if masks[0] is None else torch.as_tensor(np.stack(masks)).bool()
         with torch.no_grad():
+            x = torch.as_tensor(np.stack(obs))
             # A ScriptedPolicy picks legal moves itself, so it sees the mask.
-            dist_inputs, values = pi(obs, mask) if getattr(pi, "needs_mask", False) else pi(obs)
-            dist_inputs = mask_logits(dist_inputs, mask)
-            actions = dist.greedy(dist_inputs) if greedy else dist.sample(dist_inputs,
-                                                                          generator)
-            logp = dist.log_prob(dist_inputs, actions)
-        out = actions.numpy()
-        for k, (i, agent) in enumerate(where):
-            seat = self.seats[i][agent]
-            seat.obs.append(split[k][0])
-            if masks[k] is not None:
-                seat.masks.append(masks[k].astype(bool))
-            seat.actions.append(out[k])
-            seat.logp.append(float(logp[k]))
-            seat.dist_inputs.append(dist_inputs[k].numpy())
-            seat.values.append(float(values[k]))
-            seat.rewards.append(0.0)
-        return list(out)
+            dist_inputs, values = pi(x, mask) if getattr(pi, "needs_mask", False) else pi(x)
+        dist = self.seats[where[0][0]][where[0][1]].dist
+        return _Forward(where, obs, masks, mask_logits(dist_inputs, mask), values, dist,
+                        greedy)
+
+    def _sample(self, forwards: list[_Forward], generator: torch.Generator | None,
+                actions: list[dict[str, Any]]) -> None:
+        """Actions for the seats of several policies with one distribution; records the
+        steps in their seats and the env actions in ``actions``."""
+        dist = forwards[0].dist
+        with torch.no_grad():
+            inputs = torch.cat([f.dist_inputs for f in forwards])
+            chosen = dist.sample(inputs, generator)
+            if any(f.greedy for f in forwards):
+                rows = torch.cat([torch.full((len(f.where),), f.greedy) for f in forwards])
+                rows = rows.view(-1, *[1] * (chosen.dim() - 1))
+                chosen = torch.where(rows, dist.greedy(inputs), chosen)
+            logp = dist.log_prob(inputs, chosen).tolist()
+        values = torch.cat([f.values for f in forwards]).tolist()
+        out, inputs_np = chosen.numpy(), inputs.numpy()
+        k = 0
+        for f in forwards:
+            for j, (i, agent) in enumerate(f.where):
+                seat = self.seats[i][agent]
+                seat.obs.append(f.obs[j])
+                if f.masks[j] is not None:
+                    seat.masks.append(f.masks[j].astype(bool))
+                seat.actions.append(out[k])
+                seat.logp.append(logp[k])
+                seat.dist_inputs.append(inputs_np[k])
+                seat.values.append(values[k])
+                seat.rewards.append(0.0)
+                actions[i][agent] = seat.to_env(out[k])
+                k += 1
+
+
+@dataclass
+class _Forward:
+    """One policy's forward pass over the seats it plays at a step."""
+
+    where: list[tuple[int, str]]  # (env, agent) per row
+    obs: list[np.ndarray]
+    masks: list[np.ndarray | None]
+    dist_inputs: torch.Tensor  # illegal actions masked
+    values: torch.Tensor
+    dist: type
+    greedy: bool
 
 
 def _rollout(parts: list[dict[str, np.ndarray]]) -> Rollout:

@@ -52,12 +52,17 @@ class TurnBased:
 
     def __init__(self, aec: Any):
         self.aec = aec
+        # State is read from the innermost env: every read through PettingZoo's wrappers
+        # walks each layer's __getattr__, which cost a third of a connect-four step. Moves
+        # still go through the wrappers (illegal-move and order checks); those write the
+        # innermost env's state.
+        self._raw = getattr(aec, "unwrapped", aec)
         self.possible_agents = list(aec.possible_agents)
         self.metadata = getattr(aec, "metadata", {})
 
     @property
     def agents(self) -> list[str]:
-        return list(self.aec.agents)
+        return list(self._raw.agents)
 
     def observation_space(self, agent: str) -> gym.Space:
         return self.aec.observation_space(agent)
@@ -73,28 +78,30 @@ class TurnBased:
         return obs, {a: {} for a in obs}
 
     def step(self, actions: dict[str, Any]) -> tuple:
-        mover = self.aec.agent_selection
+        raw = self._raw
+        mover = raw.agent_selection
         if set(actions) != {mover}:
             raise ValueError(f"it is {mover}'s turn; got actions for {sorted(actions)}. "
                              "A turn-based game takes one action per step, from the agent "
                              "whose observation the last step returned.")
-        was_in = list(self.aec.agents)
+        was_in = list(raw.agents)
         self.aec.step(actions[mover])
-        rewards = {a: float(self.aec.rewards.get(a, 0.0)) for a in was_in}
+        rewards = {a: float(raw.rewards.get(a, 0.0)) for a in was_in}
         # Read before _next steps dead agents out (which deletes their entries).
-        terms = {a: bool(self.aec.terminations.get(a, False)) for a in was_in}
-        truncs = {a: bool(self.aec.truncations.get(a, False)) for a in was_in}
+        terms = {a: bool(raw.terminations.get(a, False)) for a in was_in}
+        truncs = {a: bool(raw.truncations.get(a, False)) for a in was_in}
         obs = self._next(rewards)
         return obs, rewards, terms, truncs, {a: {} for a in was_in}
 
     def _next(self, rewards: dict[str, float]) -> dict[str, Any]:
         """Step dead agents out (collecting their rewards); the next mover's obs."""
-        while self.aec.agents:
-            agent = self.aec.agent_selection
-            if not (self.aec.terminations[agent] or self.aec.truncations[agent]):
+        raw = self._raw
+        while raw.agents:
+            agent = raw.agent_selection
+            if not (raw.terminations[agent] or raw.truncations[agent]):
                 return {agent: self.aec.observe(agent)}
             self.aec.step(None)
-            for a, r in self.aec.rewards.items():
+            for a, r in raw.rewards.items():
                 rewards[a] = rewards.get(a, 0.0) + float(r)
         return {}
 

@@ -147,7 +147,7 @@ TUNED_APEX: dict[str, Tuned] = {
 TUNED_LEAGUE: dict[str, Tuned] = {
     # A main agent alone (self-play + PFSP over its snapshots, one per 20k of its moves),
     # 32 games at once, large minibatches. Seeds 0-2 won >= 0.95 of 200 greedy games
-    # against a random player within 54k-81k moves (20-25 s in-process, reference machine).
+    # against a random player within 17k-87k moves (5-20 s in-process, reference machine).
     "connect_four": Tuned(
         env="pettingzoo:connect_four_v3",
         config=LeagueConfig(
