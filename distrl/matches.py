@@ -250,9 +250,9 @@ class MatchLoop:
         split = [split_obs(self.obs[i][agent]) for i, agent in where]
         obs = [o for o, _ in split]
         masks = [m for _, m in split]
-        mask = None if masks[0] is None else torch.as_tensor(np.stack(masks)).bool()
+        mask = None if masks[0] is None else torch.as_tensor(_batch(masks)).bool()
         with torch.no_grad():
-            x = torch.as_tensor(np.stack(obs))
+            x = torch.as_tensor(_batch(obs))
             # A ScriptedPolicy picks legal moves itself, so it sees the mask.
             dist_inputs, values = pi(x, mask) if getattr(pi, "needs_mask", False) else pi(x)
         dist = self.seats[where[0][0]][where[0][1]].dist
@@ -288,6 +288,11 @@ class MatchLoop:
                 seat.rewards.append(0.0)
                 actions[i][agent] = seat.to_env(out[k])
                 k += 1
+
+
+def _batch(arrays: list[np.ndarray]) -> np.ndarray:
+    """np.stack, without its cost for the single seat most league opponents play."""
+    return arrays[0][None] if len(arrays) == 1 else np.stack(arrays)
 
 
 @dataclass
