@@ -12,7 +12,8 @@ last move. When an episode ends, the seats of learning policies become PPO sampl
 over the seat's own steps) and the episode a MatchResult for the league's payoff table.
 
 Acting: all seats a policy plays at one step share one forward pass; illegal actions are
-masked (nets.mask_logits) before sampling.
+masked (nets.mask_logits); one sampling call then covers the seats of every policy with
+the same kind of distribution.
 """
 
 from __future__ import annotations
