@@ -38,11 +38,13 @@ RANDOM = "random"
 
 class ActingPolicy(Protocol):
     """What plays a seat: policy_cache.CachedPolicy, or a LocalPolicy in the learner's
-    process. ``__call__(obs) -> (distribution inputs, values)``."""
+    process. ``__call__(obs, value=...) -> (distribution inputs, values)``; with
+    ``value=False`` the values may be zeros (they are not needed)."""
 
     version: int
 
-    def __call__(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def __call__(self, obs: torch.Tensor, value: bool = True
+                 ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
 @dataclass
@@ -52,8 +54,9 @@ class LocalPolicy:
     module: torch.nn.Module
     version: int = 0
 
-    def __call__(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.module(obs)
+    def __call__(self, obs: torch.Tensor, value: bool = True
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.module(obs, value=value)
 
 
 @dataclass
@@ -63,7 +66,8 @@ class RandomPolicy:
     n: int
     version: int = 0
 
-    def __call__(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, obs: torch.Tensor, value: bool = True
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.zeros(obs.shape[0], self.n), torch.zeros(obs.shape[0])
 
 
@@ -78,8 +82,8 @@ class ScriptedPolicy:
     version: int = 0
     needs_mask: bool = True
 
-    def __call__(self, obs: torch.Tensor, mask: torch.Tensor | None = None
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, obs: torch.Tensor, mask: torch.Tensor | None = None,
+                 value: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         n = obs.shape[0]
         chosen = [int(self.act(obs[k].numpy(), None if mask is None else mask[k].numpy()))
                   for k in range(n)]
@@ -199,7 +203,7 @@ class MatchLoop:
         results: list[MatchResult] = []
         samples = env_steps = 0
         while samples < min_samples or len(results) < min_episodes:
-            for i, seats in self._step(policy, generator, greedy):
+            for i, seats in self._step(policy, learning, generator, greedy):
                 results.append(MatchResult({a: s.policy_id for a, s in seats.items()},
                                            {a: s.total for a, s in seats.items()},
                                            self.lengths[i], i))
@@ -212,8 +216,9 @@ class MatchLoop:
             env_steps += len(self.envs)
         return MatchBatch({pid: _rollout(p) for pid, p in parts.items()}, results, env_steps)
 
-    def _step(self, policy: Callable[[str], ActingPolicy], generator: torch.Generator | None,
-              greedy: Collection[str]) -> list[tuple[int, dict[str, Seat]]]:
+    def _step(self, policy: Callable[[str], ActingPolicy], learning: set[str],
+              generator: torch.Generator | None, greedy: Collection[str]
+              ) -> list[tuple[int, dict[str, Seat]]]:
         """One step of every env; returns the (env, seats) of episodes that ended."""
         where: dict[str, list[tuple[int, str]]] = {}
         for i, obs in enumerate(self.obs):
@@ -223,7 +228,7 @@ class MatchLoop:
         # for all seats: a league's many distinct opponents add only their forward passes.
         kinds: dict[tuple, list[_Forward]] = {}
         for pid, seats in where.items():
-            out = self._forward(policy(pid), seats, pid in greedy)
+            out = self._forward(policy(pid), seats, pid in greedy, pid in learning)
             kinds.setdefault((out.dist, out.dist_inputs.shape[1:]), []).append(out)
         actions: list[dict[str, Any]] = [{} for _ in self.envs]
         for forwards in kinds.values():
@@ -244,10 +249,11 @@ class MatchLoop:
             self._reset(i)
         return ended
 
-    def _forward(self, pi: ActingPolicy, where: list[tuple[int, str]], greedy: bool
-                 ) -> _Forward:
+    def _forward(self, pi: ActingPolicy, where: list[tuple[int, str]], greedy: bool,
+                 value: bool) -> _Forward:
         """The policy's distribution inputs (illegal actions masked) and values for every
-        seat it plays now (a policy has one action space, so one distribution)."""
+        seat it plays now (a policy has one action space, so one distribution). Only
+        learning policies need values (for GAE): the others skip their value head."""
         split = [split_obs(self.obs[i][agent]) for i, agent in where]
         obs = [o for o, _ in split]
         masks = [m for _, m in split]
@@ -255,7 +261,8 @@ class MatchLoop:
         with torch.no_grad():
             x = torch.as_tensor(_batch(obs))
             # A ScriptedPolicy picks legal moves itself, so it sees the mask.
-            dist_inputs, values = pi(x, mask) if getattr(pi, "needs_mask", False) else pi(x)
+            dist_inputs, values = (pi(x, mask, value=value) if getattr(pi, "needs_mask", False)
+                                   else pi(x, value=value))
         dist = self.seats[where[0][0]][where[0][1]].dist
         return _Forward(where, obs, masks, mask_logits(dist_inputs, mask), values, dist,
                         greedy)

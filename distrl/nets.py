@@ -406,13 +406,15 @@ class ActorCritic(nn.Module):
         var = self.obs_var if buffers else params["obs_var"]
         return ((x - mean) / torch.sqrt(var + 1e-8)).clamp(-OBS_CLIP, OBS_CLIP)
 
-    def forward(self, obs: torch.Tensor, params: dict[str, torch.Tensor] | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, obs: torch.Tensor, params: dict[str, torch.Tensor] | None = None,
+                value: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         """Returns (distribution inputs [B, D], values [B]).
 
         ``params`` (state_dict names -> tensors) replaces the module's own parameters for
         this call: one skeleton can then act for many policies whose weights live
-        elsewhere, e.g. as views of shared memory (distrl.policy_cache).
+        elsewhere, e.g. as views of shared memory (distrl.policy_cache). ``value=False``
+        skips the value head (half the work of a league opponent's move) and returns
+        zeros for the values.
         """
         if params is None:
             (conv, shared, pi, vf), log_std = self._params, self.log_std
@@ -425,6 +427,8 @@ class ActorCritic(nn.Module):
         out = _mlp(pi, h, False, self.activation)
         if log_std is not None:
             out = torch.cat([out, log_std.expand_as(out)], dim=-1)
+        if not value:
+            return out, out.new_zeros(out.shape[0])
         return out, _mlp(vf, h, False, self.vf_activation).squeeze(-1)
 
     def act(self, obs: torch.Tensor, generator: torch.Generator | None

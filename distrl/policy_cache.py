@@ -153,9 +153,10 @@ class CachedPolicy:
     flat: np.ndarray
     """The buffer the views point into; held so that it stays mapped."""
 
-    def __call__(self, obs: torch.Tensor) -> Any:
-        """The skeleton's output: (distribution inputs, values) for actor_critic."""
-        return self.skeleton(obs, self.params)
+    def __call__(self, obs: torch.Tensor, **kwargs: Any) -> Any:
+        """The skeleton's output: (distribution inputs, values) for actor_critic;
+        ``kwargs`` go to the skeleton (actor_critic's ``value``)."""
+        return self.skeleton(obs, self.params, **kwargs)
 
 
 class PolicyCache:

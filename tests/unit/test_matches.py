@@ -77,6 +77,38 @@ def test_episodes_rewards_reach_the_seat_that_earned_them():
     np.testing.assert_allclose(r.advantages, r.value_targets - r.values, atol=1e-5)
 
 
+class CountingValue(torch.nn.Module):
+    """An ActorCritic that counts how many rows its value head computed."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module, self.value_rows = module, 0
+
+    def forward(self, obs, value=True):
+        self.value_rows += obs.shape[0] if value else 0
+        return self.module(obs, value=value)
+
+
+def test_only_learning_policies_compute_values():
+    learner, opponent = learner_policy(), learner_policy()
+    counted = {"A": CountingValue(learner.module), "B": CountingValue(opponent.module)}
+    loop = MatchLoop(envs(4), lambda i: {"player_0": "A", "player_1": "B"}
+                     if i % 2 == 0 else {"player_0": "B", "player_1": "A"}, seed=2)
+    policies = {pid: LocalPolicy(m) for pid, m in counted.items()}
+    batch = loop.collect(policies.__getitem__, {"A"}, 200, 0.99, 0.95,
+                         torch.Generator().manual_seed(0))
+    r = batch.rollouts["A"]
+    assert counted["B"].value_rows == 0 and counted["A"].value_rows >= r.size
+    # The learner's recorded values are its value head's, and its dist inputs those of a
+    # full forward pass (value=False changes nothing else).
+    with torch.no_grad():
+        full_inputs, full_values = learner.module(torch.as_tensor(r.obs))
+        pi_inputs, zeros = learner.module(torch.as_tensor(r.obs), value=False)
+    np.testing.assert_allclose(r.values, full_values.numpy(), atol=1e-6)
+    torch.testing.assert_close(pi_inputs, full_inputs)
+    assert not zeros.any()
+
+
 def test_choose_must_seat_every_agent():
     with pytest.raises(ValueError, match="without a policy"):
         MatchLoop(envs(1), lambda i: {"player_0": "A"}, seed=0)
