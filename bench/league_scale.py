@@ -53,6 +53,7 @@ def main() -> None:
         num_cpus_per_learner=0.25)
     logdir = OUT / "runs/league_scale"
     shutil.rmtree(logdir, ignore_errors=True)
+    logdir.mkdir(parents=True)
     run = RunConfig(env="pettingzoo:connect_four_v3", logdir=str(logdir), progress=False)
     league = start_league(config, run)
     pids = ray.get([a.__ray_call__.remote(lambda self: os.getpid())
