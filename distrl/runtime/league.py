@@ -11,6 +11,7 @@ per-node policy store, from which env runners read it.
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,8 +65,10 @@ class PolicyLearner:
     to the policy store, and frozen snapshots of itself under new ids."""
 
     def __init__(self, policy_id: str, obs_space: gym.Space, act_space: gym.Space,
-                 config: PPOHyperparams, replay: Any, head: Any):
+                 config: PPOHyperparams, replay: Any, head: Any, seed: int):
         torch.set_num_threads(1)
+        torch.manual_seed(seed)  # initial weights (and those after a reset)
+        self.generator = torch.Generator().manual_seed(seed)  # minibatch shuffles
         self.policy_id, self.replay, self.head = policy_id, replay, head
         # A learner given a share of a GPU (DistributedLearners' num_gpus) trains on it.
         device = "cuda" if ray.get_gpu_ids() and torch.cuda.is_available() else "cpu"
@@ -81,7 +84,7 @@ class PolicyLearner:
         rollout = ray.get(self.replay.take.remote(self.policy_id, min_samples))
         if rollout is None:
             return None
-        metrics = self.trainer.update(rollout)
+        metrics = self.trainer.update(rollout, self.generator)
         self.version = self._publish(self.policy_id)
         return {**metrics, "version": self.version, "samples": rollout.size}
 
@@ -127,14 +130,16 @@ class DistributedLearners:
     Shards: ``num_shards`` or, as in the seed, min(num_gpus or max_policies,
     max_policies); each holds ceil(max_policies / shards) learners and its GPUs split
     evenly among them (fractions allowed); shards go round-robin over the cluster's
-    nodes. ``cpus_per_learner`` is what Ray reserves for each learner.
+    nodes. ``cpus_per_learner`` is what Ray reserves for each learner. Each learner's
+    weights and shuffles are seeded from ``seed`` and its policy id, so a run repeats
+    whatever order policies are added in.
     """
 
     def __init__(self, config: PPOHyperparams, max_policies: int, num_shards: int | None = None,
-                 num_gpus: float = 0.0, cpus_per_learner: float = 1.0):
+                 num_gpus: float = 0.0, cpus_per_learner: float = 1.0, seed: int = 0):
         if max_policies <= 0:
             raise ValueError(f"`max_policies` ({max_policies}) must be > 0.")
-        self.config, self.cpus_per_learner = config, cpus_per_learner
+        self.config, self.cpus_per_learner, self.seed = config, cpus_per_learner, seed
         shards = num_shards or min(int(num_gpus) or max_policies, max_policies)
         if not 0 < shards <= max_policies:
             raise ValueError(f"`num_shards` ({shards}) must be in 1..max_policies "
@@ -166,7 +171,7 @@ class DistributedLearners:
                     scheduling_strategy=NodeAffinitySchedulingStrategy(shard.node_id,
                                                                        soft=False),
                 ).remote(policy_id, obs_space, act_space, self.config, shard.replay,
-                         self.head)
+                         self.head, seed_for(self.seed, zlib.crc32(policy_id.encode())))
                 ray.get(learner.node_id.remote())  # started (and published) before use
                 shard.learners[policy_id] = learner
                 return learner
@@ -285,11 +290,20 @@ class RayPlayers:
         self.timeout = run.actor_timeout_s
         self.spec = PolicySpec(obs_space, act_space, cfg.model)
         self.learners = DistributedLearners(cfg, len(ids), cfg.num_learner_shards,
-                                            cfg.num_gpus_for_learners, cfg.num_cpus_per_learner)
-        for pid in ids:
-            self.learners.add_policy(pid, obs_space, act_space)
-        self.reader = PolicyReader(self.learners.head)
-        self.random = RandomPolicy(int(act_space.n))
+                                            cfg.num_gpus_for_learners, cfg.num_cpus_per_learner,
+                                            run.seed)
+        try:  # a failed start leaves no learners, replays or store behind
+            for pid in ids:
+                self.learners.add_policy(pid, obs_space, act_space)
+            self.reader = PolicyReader(self.learners.head)
+            self.random = RandomPolicy(int(act_space.n))
+            self.runners = self._start_runners(run)
+        except BaseException:
+            self.learners.stop()
+            raise
+
+    def _start_runners(self, run: Any) -> Supervisor:
+        cfg = self.cfg
 
         def kwargs(index: int, restart: int) -> dict[str, Any]:
             return dict(game=run.env, env_config=run.env_config, num_envs=cfg.num_envs,
@@ -297,10 +311,9 @@ class RayPlayers:
                         mappings=self._draw(cfg.num_envs), gamma=cfg.gamma,
                         lambda_=cfg.gae_lambda, max_cached_policies=cfg.max_cached_policies)
 
-        self.runners = Supervisor("match_runners", MatchRunner, kwargs, cfg.num_env_runners,
-                                  max_restarts=run.max_restarts,
-                                  call_timeout_s=run.actor_timeout_s,
-                                  resources={"num_cpus": cfg.num_cpus_per_env_runner})
+        return Supervisor("match_runners", MatchRunner, kwargs, cfg.num_env_runners,
+                          max_restarts=run.max_restarts, call_timeout_s=run.actor_timeout_s,
+                          resources={"num_cpus": cfg.num_cpus_per_env_runner})
 
     def _get(self, refs: Any) -> Any:
         """Results of learner and store calls, with the run's actor timeout: a hung

@@ -4,6 +4,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import ray
+import torch
 
 from distrl.algos.ppo import PPOHyperparams
 from distrl.types import Rollout
@@ -21,6 +22,10 @@ def rollout(n, seed=0):
                    value_targets=rng.standard_normal(n).astype(np.float32),
                    episode_returns=np.zeros(0), episode_lengths=np.zeros(0, np.int64),
                    env_steps=n, weights_version=0)
+
+
+def weights(learners, pid):
+    return ray.get(learners.get(pid)[0].get_state.remote())["model"]
 
 
 def test_shards_place_add_remove_and_train(two_nodes):
@@ -43,6 +48,13 @@ def test_shards_place_add_remove_and_train(two_nodes):
             learners.add_policy("e", OBS, ACT)
         head = head_store()
         assert ray.get(head.versions.remote()) == dict.fromkeys("abcd", 0)  # published
+        # Weights are seeded by (seed, policy id): "a" restarts as it was, unlike "b".
+        first = weights(learners, "a")
+        learners.remove_policy("a")
+        learners.add_policy("a", OBS, ACT)
+        again, other = weights(learners, "a"), weights(learners, "b")
+        assert all(torch.equal(first[k], again[k]) for k in first)
+        assert not all(torch.equal(first[k], other[k]) for k in first)
         # remove_policy works: learner stopped, slot freed, gone from the store.
         gone = learners.get("a")[0]
         learners.remove_policy("a")

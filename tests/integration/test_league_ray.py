@@ -49,6 +49,28 @@ def test_runner_switches_mappings_at_next_reset_and_picks_up_new_versions(ray_lo
         learners.stop()
 
 
+def test_failed_start_stops_learners_and_store(ray_local, monkeypatch, tmp_path):
+    from distrl.runtime import league
+    from distrl.runtime.policy_store import HEAD_NAME
+
+    started = []
+
+    def fail(self, run):
+        started.extend(learner for _, learner, _ in self.learners)
+        raise RuntimeError("runners did not start")
+
+    monkeypatch.setattr(league.RayPlayers, "_start_runners", fail)
+    with pytest.raises(RuntimeError, match="did not start"):
+        train_league(LeagueConfig(num_env_runners=1, num_cpus_per_learner=0.25),
+                     RunConfig(env=GAME, logdir=str(tmp_path), progress=False))
+    assert len(started) == 3  # main agent, main exploiter, league exploiter
+    for learner in started:
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(learner.node_id.remote())
+    with pytest.raises(ValueError):  # the store's name is free again
+        ray.get_actor(HEAD_NAME)
+
+
 CONFIG = LeagueConfig(
     rules=LeagueRules(snapshot_steps=300, league_exploiter_reset_prob=1.0),
     train_batch_size=128, minibatch_size=64, num_epochs=1, num_envs=4,
