@@ -18,6 +18,7 @@ _EXPORTS = {
     "DDPPOConfig": "distrl.algos.ddppo",
     "LeagueConfig": "distrl.algos.league",
     "LeagueRules": "distrl.algos.league",
+    "Magnet": "distrl.algos.ppo",
     "train_league": "distrl.train.league",
     "train_ddppo": "distrl.train.ddppo",
     "ModelConfig": "distrl.nets",

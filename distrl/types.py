@@ -72,6 +72,7 @@ class PPOBatch:
     advantages: torch.Tensor  # [B] standardized over the whole batch
     value_targets: torch.Tensor  # [B]
     action_mask: torch.Tensor | None = None  # [B, n] bool: the loss masks illegal logits
+    magnet_dist_inputs: torch.Tensor | None = None  # [B, D] league learners' magnet (Magnet)
 
     @staticmethod
     def from_rollout(r: Rollout, device: torch.device | str = "cpu",

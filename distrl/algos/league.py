@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from distrl.algos.ppo import PPOHyperparams, check_positive
+from distrl.algos.ppo import Magnet, PPOHyperparams, check_positive
 
 ROLES = ("main_agent", "main_exploiter", "league_exploiter")
 WEIGHTINGS = ("hard", "variance", "linear")
@@ -85,6 +85,8 @@ class LeagueConfig(PPOHyperparams):
 
     rules: LeagueRules = field(default_factory=LeagueRules)
     """Roles, matchmaking, snapshots and resets."""
+    magnet: Magnet = field(default_factory=Magnet)
+    """Magnetic mirror descent for every learner (off by default; docs/league.md)."""
     train_batch_size: int = 2048
     """Samples (the learner's own moves) per learner per iteration."""
     num_envs: int = 16

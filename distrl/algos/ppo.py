@@ -6,6 +6,7 @@ that RLlib users feel at home; defaults are chosen for fast, robust learning.
 
 from __future__ import annotations
 
+import copy
 import numbers
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -210,6 +211,7 @@ def ppo_loss(
     dist,  # Categorical or DiagGaussian
     kl_coeff: float,
     entropy_coeff: float,
+    magnet_coeff: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Total loss and its parts (detached) for one minibatch."""
     logp = dist.log_prob(dist_inputs, batch.actions)
@@ -227,6 +229,9 @@ def ppo_loss(
     if cfg.use_kl_loss and kl_coeff > 0:  # skipped otherwise: it costs a softmax per step
         parts["kl"] = dist.kl(batch.dist_inputs, dist_inputs).mean()
         loss = loss + kl_coeff * parts["kl"]
+    if magnet_coeff > 0 and batch.magnet_dist_inputs is not None:
+        parts["magnet_kl"] = dist.kl(dist_inputs, batch.magnet_dist_inputs).mean()
+        loss = loss + magnet_coeff * parts["magnet_kl"]
     return loss, {k: v.detach() for k, v in parts.items()}
 
 
@@ -247,6 +252,7 @@ def ppo_update(
     entropy_coeff: float,
     generator: torch.Generator | None = None,
     num_minibatches: int | None = None,
+    magnet_coeff: float = 0.0,
 ) -> dict[str, float]:
     """num_epochs of minibatch SGD on one train batch; returns mean metrics.
 
@@ -271,7 +277,7 @@ def ppo_update(
             dist_inputs, values = model(mb.obs)
             dist_inputs = mask_logits(dist_inputs, mb.action_mask)
             loss, parts = ppo_loss(dist_inputs, values, mb, cfg, model.dist, kl_coeff,
-                                   entropy_coeff)
+                                   entropy_coeff, magnet_coeff)
             parts.update(learner.step(loss, len(mb)))
             for k, v in parts.items():
                 sums[k] = sums.get(k, 0.0) + v
@@ -283,23 +289,46 @@ def ppo_update(
     return metrics
 
 
+@dataclass(frozen=True)
+class Magnet:
+    """Magnetic mirror descent (Sokota et al. 2023, arXiv 2206.05825) for league learners:
+    a KL(policy || magnet) term in the loss. Self-play PPO with an entropy bonus approaches
+    an entropy-regularised equilibrium, and with a small bonus it cycles; a magnet that
+    becomes the policy every ``update_steps`` makes each phase a proximal step whose
+    fixed point is a Nash equilibrium."""
+
+    coeff: Annotated[float, tyro.conf.arg(name="magnet-coeff")] = 0.0
+    """Weight of KL(policy || magnet) in the loss (0: off)."""
+    update_steps: Annotated[int, tyro.conf.arg(name="magnet-update-steps")] = 0
+    """A learner's env steps between magnet updates (each makes the magnet the current
+    policy); 0: the magnet stays the initial policy."""
+
+    def __post_init__(self) -> None:
+        if self.coeff < 0 or self.update_steps < 0:
+            raise ValueError(f"magnet coeff ({self.coeff}) and update_steps "
+                             f"({self.update_steps}) must be >= 0.")
+
+
 class PolicyTrainer:
     """One learning policy of a league: an ActorCritic on the shared Learner, its own
     adaptive KL coefficient and env steps (for its schedules). The same object trains in
     the driver (num_env_runners=0) and inside a Ray PolicyLearner."""
 
     def __init__(self, obs_space: gym.Space, act_space: gym.Space, cfg: PPOHyperparams,
-                 device: torch.device | str = "cpu"):
+                 device: torch.device | str = "cpu", magnet: Magnet = Magnet()):
         self.obs_space, self.act_space, self.cfg = obs_space, act_space, cfg
+        self.magnet_cfg = magnet
         self.device = torch.device(device)
         self.env_steps = 0
         self.reset()
 
     def reset(self) -> None:
-        """Fresh weights, optimizer and KL coefficient; env steps keep counting."""
+        """Fresh weights, optimizer, KL coefficient and magnet; env steps keep counting."""
         self.model = ActorCritic(self.obs_space, self.act_space, self.cfg.model).to(self.device)
         self.learner = Learner(self.model, self.cfg.lr_at(self.env_steps), self.cfg.grad_clip)
         self.kl_coeff = self.cfg.kl_coeff
+        self.magnet = copy.deepcopy(self.model) if self.magnet_cfg.coeff > 0 else None
+        self.magnet_at = self.env_steps
 
     def update(self, rollout: Rollout, generator: torch.Generator | None = None
                ) -> dict[str, float]:
@@ -307,16 +336,33 @@ class PolicyTrainer:
         cfg = self.cfg
         self.env_steps += rollout.size
         self.learner.set_lr(cfg.lr_at(self.env_steps))
-        metrics = ppo_update(self.learner, PPOBatch.from_rollout(rollout, self.device), cfg,
-                             self.kl_coeff, cfg.entropy_coeff_at(self.env_steps), generator)
+        batch = PPOBatch.from_rollout(rollout, self.device)
+        if self.magnet is not None:
+            batch.magnet_dist_inputs = self._magnet_inputs(batch)
+        metrics = ppo_update(self.learner, batch, cfg, self.kl_coeff,
+                             cfg.entropy_coeff_at(self.env_steps), generator,
+                             magnet_coeff=self.magnet_cfg.coeff)
         if cfg.use_kl_loss:
             self.kl_coeff = update_kl_coeff(self.kl_coeff, metrics["kl"], cfg.kl_target)
         return metrics
 
+    def _magnet_inputs(self, batch: PPOBatch) -> torch.Tensor:
+        """The magnet's masked logits on the batch, after moving it to the policy when due."""
+        every = self.magnet_cfg.update_steps
+        if every and self.env_steps - self.magnet_at >= every:
+            self.magnet.load_state_dict(self.model.state_dict())
+            self.magnet_at = self.env_steps
+        with torch.no_grad():
+            return mask_logits(self.magnet(batch.obs, value=False)[0], batch.action_mask)
+
     def get_state(self) -> dict[str, Any]:
+        magnet = None if self.magnet is None else self.magnet.state_dict()
         return {**self.learner.get_state(), "kl_coeff": self.kl_coeff,
-                "env_steps": self.env_steps}
+                "env_steps": self.env_steps, "magnet": magnet, "magnet_at": self.magnet_at}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.learner.set_state(state)
         self.kl_coeff, self.env_steps = float(state["kl_coeff"]), int(state["env_steps"])
+        if self.magnet is not None:
+            self.magnet.load_state_dict(state["magnet"])
+            self.magnet_at = int(state["magnet_at"])

@@ -22,7 +22,7 @@ import ray
 import torch
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from distrl.algos.ppo import PolicyTrainer, PPOHyperparams
+from distrl.algos.ppo import Magnet, PolicyTrainer, PPOHyperparams
 from distrl.env_runner import seed_for
 from distrl.matches import RANDOM, MatchLoop, MatchResult, RandomPolicy
 from distrl.multiagent import make_multiagent_env
@@ -65,14 +65,15 @@ class PolicyLearner:
     to the policy store, and frozen snapshots of itself under new ids."""
 
     def __init__(self, policy_id: str, obs_space: gym.Space, act_space: gym.Space,
-                 config: PPOHyperparams, replay: Any, head: Any, seed: int):
+                 config: PPOHyperparams, replay: Any, head: Any, seed: int,
+                 magnet: Magnet):
         torch.set_num_threads(1)
         torch.manual_seed(seed)  # initial weights (and those after a reset)
         self.generator = torch.Generator().manual_seed(seed)  # minibatch shuffles
         self.policy_id, self.replay, self.head = policy_id, replay, head
         # A learner given a share of a GPU (DistributedLearners' num_gpus) trains on it.
         device = "cuda" if ray.get_gpu_ids() and torch.cuda.is_available() else "cpu"
-        self.trainer = PolicyTrainer(obs_space, act_space, config, device)
+        self.trainer = PolicyTrainer(obs_space, act_space, config, device, magnet)
         self.spec = PolicySpec(obs_space, act_space, config.model)
         self.version = self._publish(policy_id)
 
@@ -136,10 +137,12 @@ class DistributedLearners:
     """
 
     def __init__(self, config: PPOHyperparams, max_policies: int, num_shards: int | None = None,
-                 num_gpus: float = 0.0, cpus_per_learner: float = 1.0, seed: int = 0):
+                 num_gpus: float = 0.0, cpus_per_learner: float = 1.0, seed: int = 0,
+                 magnet: Magnet | None = None):
         if max_policies <= 0:
             raise ValueError(f"`max_policies` ({max_policies}) must be > 0.")
         self.config, self.cpus_per_learner, self.seed = config, cpus_per_learner, seed
+        self.magnet = magnet or Magnet()  # off
         shards = num_shards or min(int(num_gpus) or max_policies, max_policies)
         if not 0 < shards <= max_policies:
             raise ValueError(f"`num_shards` ({shards}) must be in 1..max_policies "
@@ -171,7 +174,8 @@ class DistributedLearners:
                     scheduling_strategy=NodeAffinitySchedulingStrategy(shard.node_id,
                                                                        soft=False),
                 ).remote(policy_id, obs_space, act_space, self.config, shard.replay,
-                         self.head, seed_for(self.seed, zlib.crc32(policy_id.encode())))
+                         self.head, seed_for(self.seed, zlib.crc32(policy_id.encode())),
+                         self.magnet)
                 ray.get(learner.node_id.remote())  # started (and published) before use
                 shard.learners[policy_id] = learner
                 return learner
@@ -291,7 +295,7 @@ class RayPlayers:
         self.spec = PolicySpec(obs_space, act_space, cfg.model)
         self.learners = DistributedLearners(cfg, len(ids), cfg.num_learner_shards,
                                             cfg.num_gpus_for_learners, cfg.num_cpus_per_learner,
-                                            run.seed)
+                                            run.seed, cfg.magnet)
         try:  # a failed start leaves no learners, replays or store behind
             for pid in ids:
                 self.learners.add_policy(pid, obs_space, act_space)

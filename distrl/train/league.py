@@ -228,7 +228,7 @@ class LocalPlayers:
     def __init__(self, cfg: LeagueConfig, obs_space: gym.Space, act_space: gym.Space,
                  run: RunConfig, choose: Any, generator: torch.Generator):
         self.cfg, self.spaces, self.generator = cfg, (obs_space, act_space), generator
-        self.trainers = {pid: PolicyTrainer(obs_space, act_space, cfg)
+        self.trainers = {pid: PolicyTrainer(obs_space, act_space, cfg, magnet=cfg.magnet)
                          for pid, _ in cfg.learner_ids()}
         self.policies: dict[str, Any] = {RANDOM: RandomPolicy(int(act_space.n))}
         self.policies.update({pid: LocalPolicy(t.model) for pid, t in self.trainers.items()})

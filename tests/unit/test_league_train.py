@@ -60,13 +60,17 @@ def test_league_trains_snapshots_and_resumes_exactly(tmp_path):
 
 
 def test_resume_restores_the_league_state(tmp_path):
-    first = train_league(SMALL, run(tmp_path, max_env_steps=1_500))
+    from dataclasses import replace
+
+    from distrl import Magnet
     from distrl.loop import Start
     from distrl.train.league import LeagueRun
 
+    config = replace(SMALL, magnet=Magnet(coeff=0.2, update_steps=200))
+    first = train_league(config, run(tmp_path, max_env_steps=1_500))
     ckpt = Checkpoint(first["checkpoint"])
     saved = ckpt.json("progress", "progress.json")["algo"]
-    restored = LeagueRun(Start("league", SMALL, run(tmp_path), tmp_path, ckpt))
+    restored = LeagueRun(Start("league", config, run(tmp_path), tmp_path, ckpt))
     assert restored.league.to_json() == saved["league"]
     state = ckpt.tensors("learner", "state.pt")
     assert restored.players.env_steps() == {
@@ -76,6 +80,11 @@ def test_resume_restores_the_league_state(tmp_path):
     for pid, module in ((p, restored.players.module(p)) for p in weights):
         for k, v in module.state_dict().items():
             torch.testing.assert_close(v, weights[pid][k], rtol=0, atol=0)
+    for pid, trainer in restored.players.trainers.items():  # magnets moved, and restored
+        saved_trainer = state["trainers"][pid]
+        assert trainer.magnet_at == saved_trainer["magnet_at"] > 0
+        for k, v in trainer.magnet.state_dict().items():
+            torch.testing.assert_close(v, saved_trainer["magnet"][k], rtol=0, atol=0)
     restored.close()
 
 
@@ -137,8 +146,14 @@ def test_cli_trains_and_evaluates_a_league(tmp_path):
     logdir = str(tmp_path / "run")
     subprocess.run([sys.executable, "-m", "distrl", "train", "league", "--env", GAME,
                     "--max-env-steps", "300", "--num-envs", "4", "--train-batch-size", "64",
-                    "--minibatch-size", "32", "--logdir", logdir], check=True,
+                    "--minibatch-size", "32", "--magnet-coeff", "0.2",
+                    "--magnet-update-steps", "128", "--logdir", logdir], check=True,
                    capture_output=True)
+    from distrl import Magnet
+    from distrl.config import from_json
+
+    saved = Checkpoint(logdir).json("run", "config.json")["config"]
+    assert from_json(LeagueConfig, saved).magnet == Magnet(0.2, 128)  # flags reach the config
     out = subprocess.run([sys.executable, "-m", "distrl", "eval", logdir, "--episodes", "10",
                           "--json"], check=True, capture_output=True, text=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])

@@ -182,3 +182,53 @@ def test_minibatch_advantage_normalization_is_affine_invariant(mode):
     adv = torch.randn(8, generator=torch.Generator().manual_seed(2))
     same = torch.allclose(updated(adv), updated(10 * adv + 3), atol=1e-6)
     assert same == (mode == "minibatch")
+
+
+def test_magnet_term_is_kl_from_policy_to_magnet():
+    cfg = PPOHyperparams(use_kl_loss=False)
+    new_logits = torch.log(torch.tensor([[0.6, 0.4], [0.6, 0.4]]))
+    batch = two_sample_batch([1.0, -2.0])
+    base, _ = ppo_loss(new_logits, torch.zeros(2), batch, cfg, Categorical, 0.0, 0.0)
+    batch.magnet_dist_inputs = torch.log(torch.tensor([[0.9, 0.1], [0.5, 0.5]]))
+    loss, parts = ppo_loss(new_logits, torch.zeros(2), batch, cfg, Categorical, 0.0, 0.0,
+                           magnet_coeff=0.3)
+    # KL(policy || magnet), the reverse of the trust-region KL: sum_a p log(p / m)
+    kl = [0.6 * math.log(0.6 / m0) + 0.4 * math.log(0.4 / (1 - m0)) for m0 in (0.9, 0.5)]
+    assert parts["magnet_kl"].item() == pytest.approx(sum(kl) / 2, rel=1e-5)
+    assert (loss - base).item() == pytest.approx(0.3 * sum(kl) / 2, rel=1e-5)
+
+
+def test_trainer_moves_its_magnet_to_the_policy_every_update_steps():
+    from distrl.algos.ppo import Magnet, PolicyTrainer
+    from distrl.types import Rollout
+
+    def rollout(n, seed):
+        rng = np.random.default_rng(seed)
+        return Rollout(obs=rng.standard_normal((n, 4)).astype(np.float32),
+                       actions=rng.integers(0, 2, n), logp=np.full(n, math.log(0.5), np.float32),
+                       dist_inputs=np.zeros((n, 2), np.float32), values=np.zeros(n, np.float32),
+                       advantages=rng.standard_normal(n).astype(np.float32),
+                       value_targets=rng.standard_normal(n).astype(np.float32),
+                       episode_returns=np.zeros(0), episode_lengths=np.zeros(0, np.int64),
+                       env_steps=n, weights_version=0)
+
+    def params(module):
+        return torch.cat([p.detach().flatten() for p in module.parameters()])
+
+    torch.manual_seed(0)
+    spaces = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
+    cfg = PPOHyperparams(minibatch_size=32, num_epochs=2, lr=1e-2, use_kl_loss=False)
+    trainer = PolicyTrainer(*spaces, cfg, magnet=Magnet(coeff=0.5, update_steps=64))
+    initial = params(trainer.model)
+    metrics = trainer.update(rollout(32, 0))  # 32 steps: the magnet stays the initial policy
+    assert metrics["magnet_kl"] > 0 and torch.equal(params(trainer.magnet), initial)
+    after_first = params(trainer.model)
+    trainer.update(rollout(32, 1))  # 64 steps since the start: moved before this update
+    assert torch.equal(params(trainer.magnet), after_first) and trainer.magnet_at == 64
+    # A checkpoint restores the magnet and when it last moved.
+    restored = PolicyTrainer(*spaces, cfg, magnet=Magnet(coeff=0.5, update_steps=64))
+    restored.set_state(trainer.get_state())
+    assert torch.equal(params(restored.magnet), after_first) and restored.magnet_at == 64
+    assert PolicyTrainer(*spaces, cfg).magnet is None  # off by default
+    with pytest.raises(ValueError, match="must be >= 0"):
+        Magnet(coeff=-1.0)
