@@ -1,4 +1,4 @@
-"""Small deterministic envs for tests."""
+"""Small deterministic envs and samples for tests."""
 
 import time
 
@@ -112,3 +112,18 @@ def crash_in_learner_step(token_dir, at: int, end: int = 10_000):
             Learner.step = step
         return CountingEnv(end)
     return make
+
+
+def random_rollout(n: int, seed: int = 0):
+    """n samples of a 4-dim Box / Discrete(2) policy: random obs, actions, advantages and
+    value targets, uniform sampling probabilities."""
+    from distrl.types import Rollout
+
+    rng = np.random.default_rng(seed)
+    return Rollout(obs=rng.standard_normal((n, 4)).astype(np.float32),
+                   actions=rng.integers(0, 2, n), logp=np.full(n, np.log(0.5), np.float32),
+                   dist_inputs=np.zeros((n, 2), np.float32), values=np.zeros(n, np.float32),
+                   advantages=rng.standard_normal(n).astype(np.float32),
+                   value_targets=rng.standard_normal(n).astype(np.float32),
+                   episode_returns=np.zeros(0), episode_lengths=np.zeros(0, np.int64),
+                   env_steps=n, weights_version=0)

@@ -7,21 +7,10 @@ import ray
 import torch
 
 from distrl.algos.ppo import PPOHyperparams
-from distrl.types import Rollout
+from tests.fakes import random_rollout
 
 OBS, ACT = gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Discrete(2)
 CONFIG = PPOHyperparams(minibatch_size=16, num_epochs=1)
-
-
-def rollout(n, seed=0):
-    rng = np.random.default_rng(seed)
-    return Rollout(obs=rng.standard_normal((n, 4)).astype(np.float32),
-                   actions=rng.integers(0, 2, n), logp=np.full(n, np.log(0.5), np.float32),
-                   dist_inputs=np.zeros((n, 2), np.float32), values=np.zeros(n, np.float32),
-                   advantages=rng.standard_normal(n).astype(np.float32),
-                   value_targets=rng.standard_normal(n).astype(np.float32),
-                   episode_returns=np.zeros(0), episode_lengths=np.zeros(0, np.int64),
-                   env_steps=n, weights_version=0)
 
 
 def weights(learners, pid):
@@ -68,9 +57,9 @@ def test_shards_place_add_remove_and_train(two_nodes):
         # Training: samples go to the shard's replay; the learner trains once it has
         # enough and publishes a new version that readers see.
         learner, replay = learners.get("c")
-        ray.get(replay.add.remote("c", rollout(24)))
+        ray.get(replay.add.remote("c", random_rollout(24)))
         assert ray.get(learner.train.remote(32)) is None  # not enough yet
-        ray.get(replay.add.remote("c", rollout(24, 1)))
+        ray.get(replay.add.remote("c", random_rollout(24, 1)))
         out = ray.get(learner.train.remote(32))
         assert out["samples"] == 48 and out["version"] == 1
         assert ray.get(head.versions.remote(["c"])) == {"c": 1}

@@ -200,17 +200,7 @@ def test_magnet_term_is_kl_from_policy_to_magnet():
 
 def test_trainer_moves_its_magnet_to_the_policy_every_update_steps():
     from distrl.algos.ppo import Magnet, PolicyTrainer
-    from distrl.types import Rollout
-
-    def rollout(n, seed):
-        rng = np.random.default_rng(seed)
-        return Rollout(obs=rng.standard_normal((n, 4)).astype(np.float32),
-                       actions=rng.integers(0, 2, n), logp=np.full(n, math.log(0.5), np.float32),
-                       dist_inputs=np.zeros((n, 2), np.float32), values=np.zeros(n, np.float32),
-                       advantages=rng.standard_normal(n).astype(np.float32),
-                       value_targets=rng.standard_normal(n).astype(np.float32),
-                       episode_returns=np.zeros(0), episode_lengths=np.zeros(0, np.int64),
-                       env_steps=n, weights_version=0)
+    from tests.fakes import random_rollout
 
     def params(module):
         return torch.cat([p.detach().flatten() for p in module.parameters()])
@@ -220,10 +210,10 @@ def test_trainer_moves_its_magnet_to_the_policy_every_update_steps():
     cfg = PPOHyperparams(minibatch_size=32, num_epochs=2, lr=1e-2, use_kl_loss=False)
     trainer = PolicyTrainer(*spaces, cfg, magnet=Magnet(coeff=0.5, update_steps=64))
     initial = params(trainer.model)
-    metrics = trainer.update(rollout(32, 0))  # 32 steps: the magnet stays the initial policy
+    metrics = trainer.update(random_rollout(32, 0))  # 32 steps: the magnet stays put
     assert metrics["magnet_kl"] > 0 and torch.equal(params(trainer.magnet), initial)
     after_first = params(trainer.model)
-    trainer.update(rollout(32, 1))  # 64 steps since the start: moved before this update
+    trainer.update(random_rollout(32, 1))  # 64 steps: moved before this update
     assert torch.equal(params(trainer.magnet), after_first) and trainer.magnet_at == 64
     # A checkpoint restores the magnet and when it last moved.
     restored = PolicyTrainer(*spaces, cfg, magnet=Magnet(coeff=0.5, update_steps=64))
