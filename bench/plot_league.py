@@ -69,7 +69,8 @@ def payoff(run: Path) -> None:
 def kuhn(src: Path) -> None:
     data = json.loads(src.read_text())
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(*zip(*data["distrl"], strict=True), label="distrl league: main_0 (PPO, magnetic mirror descent)")
+    ax.plot(*zip(*data["distrl"], strict=True),
+            label="distrl league: main_0 (PPO, magnetic mirror descent)")
     ax.plot(*zip(*data["cfr"], strict=True), label="OpenSpiel CFR (average policy)")
     ax.axhline(0.05, color="gray", ls="--", lw=1, label="goal 0.05")
     ax.set(xscale="log", yscale="log", xlabel="wall time (s)",
