@@ -127,3 +127,36 @@ def random_rollout(n: int, seed: int = 0):
                    value_targets=rng.standard_normal(n).astype(np.float32),
                    episode_returns=np.zeros(0), episode_lengths=np.zeros(0, np.int64),
                    env_steps=n, weights_version=0)
+
+
+class WeightedRockPaperScissors:
+    """One-shot rock-paper-scissors with PettingZoo's parallel API, where a win pays 1
+    (rock over scissors), 2 (paper over rock) or 3 (scissors over paper): its one Nash
+    equilibrium plays (1/2, 1/6, 1/3), against which every action earns 0."""
+
+    PAYOFF = np.array([[0, -2, 1], [2, 0, -3], [-1, 3, 0]], np.float32)  # row vs column
+
+    def __init__(self):
+        self.possible_agents = ["player_0", "player_1"]
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(0, 1, (1,), np.float32)
+
+    def action_space(self, agent):
+        return gym.spaces.Discrete(3)
+
+    def reset(self, seed=None, options=None):
+        self.agents = list(self.possible_agents)
+        return {a: np.zeros(1, np.float32) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        r = float(self.PAYOFF[actions["player_0"], actions["player_1"]])
+        self.agents = []
+        done = dict.fromkeys(self.possible_agents, True)
+        return ({a: np.zeros(1, np.float32) for a in self.possible_agents},
+                {"player_0": r, "player_1": -r}, done,
+                dict.fromkeys(self.possible_agents, False),
+                {a: {} for a in self.possible_agents})
+
+    def close(self):
+        pass
