@@ -73,7 +73,8 @@ TUNED: dict[str, Tuned] = {
     ),
     # Hopper: see MUJOCO_PPO. Seeds 1-4 reached a mean-100 return of 1,000 within
     # 124k-192k env steps (71-109 s in-process on the reference machine); seed 0 had 911
-    # at 300k. rl-zoo's SB3 settings collapsed after ~110k steps here (829 -> 17).
+    # at 300k. bench/ppo_mujoco.py, seeds 0-2 at 300k: median 1,917 vs SB3's 1,003.
+    # rl-zoo's SB3 settings in our PPO collapsed after ~110k steps here (829 -> 17).
     "hopper": Tuned(env="Hopper-v5", config=MUJOCO_PPO, num_envs=4, stop_return=1_000.0,
                     env_step_budget=300_000),
     # rl-zoo's HalfCheetah settings (gamma 0.98, lambda 0.92, clip 0.1, 20 epochs, ReLU
