@@ -16,10 +16,10 @@ import ray
 import torch
 
 from distrl import ApexConfig, ModelConfig, RunConfig
-from distrl.apex import DQNLearner
-from distrl.envs import env_spaces
-from distrl.runtime.apex import peak_rss_mb
-from distrl.train.apex import make_engine
+from distrl.apex.roles import DQNLearner
+from distrl.apex.train import make_engine
+from distrl.core.envs import env_spaces
+from distrl.runtime.cluster import peak_rss_mb
 
 ENV = "ALE/Pong-v5"
 

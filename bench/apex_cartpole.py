@@ -32,7 +32,7 @@ def run_distrl(seed: int, cap_s: float) -> dict:
     import numpy as np
 
     from distrl import RunConfig, train_apex
-    from distrl.metrics import read_jsonl
+    from distrl.core.metrics import read_jsonl
     from distrl.tuned import tuned
 
     logdir = OUT / f"runs/apex_{seed}"

@@ -56,9 +56,9 @@ def straggler_env(token_dir: str):
 def trial(kind: str, workers: int, seed: int) -> dict:
     import ray
 
-    from distrl.config import RunConfig
-    from distrl.train.ddppo import train_ddppo
-    from distrl.train.ppo import train_ppo
+    from distrl.core.config import RunConfig
+    from distrl.ddppo.train import train_ddppo
+    from distrl.ppo.train import train_ppo
     from distrl.tuned import tuned
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

@@ -57,9 +57,9 @@ def distrl_one(p: int, episodes_fixed: int) -> dict:
     import ray
     import torch
 
-    from distrl.nets import ModelConfig
-    from distrl.policy_cache import PolicySpec, flatten_policy
-    from distrl.runtime.policy_store import PolicyReader, head_store, publish
+    from distrl.models.config import ModelConfig
+    from distrl.store.policy_cache import PolicySpec, flatten_policy
+    from distrl.store.remote import PolicyReader, head_store, publish
 
     @ray.remote(num_cpus=0)
     class Runner:

@@ -44,7 +44,7 @@ def main() -> None:
     import ray
 
     from distrl import LeagueConfig, LeagueRules, RunConfig
-    from distrl.train.league import start_league
+    from distrl.league.train import start_league
 
     config = LeagueConfig(
         rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0,

@@ -28,7 +28,7 @@ SYSTEMS = ("sb3", "distrl", "distrl_ray2")
 
 def run_distrl(seconds: float, runners: int) -> dict:
     from distrl import RunConfig, train_ppo
-    from distrl.metrics import read_jsonl
+    from distrl.core.metrics import read_jsonl
     from distrl.tuned import tuned
 
     logdir = OUT / f"runs/ppo_atari_{runners}"

@@ -27,7 +27,7 @@ SYSTEMS = ("sb3", "distrl", "distrl_ray2")
 
 def run_distrl(seed: int, runners: int, logdir: Path) -> dict:
     from distrl import RunConfig, train_ppo
-    from distrl.metrics import read_jsonl
+    from distrl.core.metrics import read_jsonl
     from distrl.tuned import tuned
 
     shutil.rmtree(logdir, ignore_errors=True)  # metrics.jsonl appends: start clean

@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from distrl.algos.replay import PrioritizedReplay
-from distrl.types import NStepFragment
+from distrl.apex.replay import PrioritizedReplay
+from distrl.core.types import NStepFragment
 
 ALPHA, BETA, FRAGMENT, BATCH = 0.6, 0.4, 50, 512
 

@@ -12,19 +12,19 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "ApexConfig": "distrl.algos.apex",
-    "train_apex": "distrl.train.apex",
-    "PPOConfig": "distrl.algos.ppo",
-    "DDPPOConfig": "distrl.algos.ddppo",
-    "LeagueConfig": "distrl.algos.league",
-    "LeagueRules": "distrl.algos.league",
-    "Magnet": "distrl.algos.ppo",
-    "train_league": "distrl.train.league",
-    "train_ddppo": "distrl.train.ddppo",
-    "ModelConfig": "distrl.nets",
-    "RunConfig": "distrl.config",
-    "train_ppo": "distrl.train.ppo",
-    "evaluate": "distrl.evaluation",
+    "ApexConfig": "distrl.apex.config",
+    "train_apex": "distrl.apex.train",
+    "PPOConfig": "distrl.ppo.config",
+    "DDPPOConfig": "distrl.ddppo.config",
+    "LeagueConfig": "distrl.league.config",
+    "LeagueRules": "distrl.league.rules",
+    "Magnet": "distrl.league.config",
+    "train_league": "distrl.league.train",
+    "train_ddppo": "distrl.ddppo.train",
+    "ModelConfig": "distrl.models.config",
+    "RunConfig": "distrl.core.config",
+    "train_ppo": "distrl.ppo.train",
+    "evaluate": "distrl.core.evaluation",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -14,9 +14,9 @@ from typing import Annotated, Any, Union
 
 import tyro
 
-from distrl.config import JSONObject, RunConfig
-from distrl.metrics import strict_json
-from distrl.train import ALGORITHMS
+from distrl.core.config import JSONObject, RunConfig
+from distrl.core.metrics import strict_json
+from distrl.registry import ALGORITHMS
 from distrl.tuned import tuned
 
 USAGE = f"""usage: distrl train {{{",".join(ALGORITHMS)}}} [--help] [--tuned NAME] [FLAGS]
@@ -131,7 +131,7 @@ def _tuned_envs(name: str | None, algo: str, config: Any, args: list[str]) -> An
 
 
 def _is_league(checkpoint: str) -> bool:
-    from distrl.checkpoint import Checkpoint
+    from distrl.core.checkpoint import Checkpoint
 
     try:
         return Checkpoint(checkpoint).algo == "league"
@@ -140,7 +140,7 @@ def _is_league(checkpoint: str) -> bool:
 
 
 def _eval_league(cli: Eval) -> None:
-    from distrl.train.league import evaluate_league
+    from distrl.league.scoring import evaluate_league
 
     try:
         out = evaluate_league(cli.checkpoint, cli.policy or "main_0", cli.opponent,
@@ -156,7 +156,7 @@ def _eval_league(cli: Eval) -> None:
 
 
 def _eval(args: list[str]) -> None:
-    from distrl.evaluation import run_episodes
+    from distrl.core.evaluation import run_episodes
 
     cli = tyro.cli(Eval, args=args, prog="distrl eval")
     if cli.policy is not None or cli.opponent != "random" or _is_league(cli.checkpoint):

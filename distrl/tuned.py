@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from distrl.algos.apex import ApexConfig
-from distrl.algos.ddppo import DDPPOConfig
-from distrl.algos.league import LeagueConfig, LeagueRules
-from distrl.algos.ppo import PPOConfig
-from distrl.nets import ModelConfig
+from distrl.apex.config import ApexConfig
+from distrl.ddppo.config import DDPPOConfig
+from distrl.league.config import LeagueConfig
+from distrl.league.rules import LeagueRules
+from distrl.models.config import ModelConfig
+from distrl.ppo.config import PPOConfig
 
 
 @dataclass(frozen=True)

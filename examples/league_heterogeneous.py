@@ -29,12 +29,14 @@ import gymnasium as gym
 import numpy as np
 import ray
 
-from distrl.algos.ppo import PPOHyperparams
-from distrl.nets import ActorCritic, ModelConfig
-from distrl.policy_cache import PolicySpec, flatten_policy
-from distrl.runtime.league import DistributedLearners, MatchRunner
-from distrl.runtime.policy_store import publish
-from distrl.runtime.ray_runners import init_ray
+from distrl.league.remote import MatchRunner
+from distrl.models.actor_critic import ActorCritic
+from distrl.models.config import ModelConfig
+from distrl.ppo.config import PPOHyperparams
+from distrl.runtime.cluster import actor_class, init_ray
+from distrl.runtime.distributed_learners import DistributedLearners
+from distrl.store.policy_cache import PolicySpec, flatten_policy
+from distrl.store.remote import publish
 
 CARTPOLE, MOUNTAIN_CAR = "CartPole-v1", "MountainCarContinuous-v0"
 
@@ -105,7 +107,7 @@ def main(iterations: int, runners: int, num_envs: int, samples: int) -> list[dic
         return {"champion": "champion", "challenger": challenger}
 
     first = add_challenger(head, 1)
-    actors = [ray.remote(num_cpus=0.5)(MatchRunner).remote(
+    actors = [ray.remote(num_cpus=0.5)(actor_class(MatchRunner)).remote(
         ChampionVsChallenger, {}, num_envs, 1000 * k, head, [mapping(first)],
         config.gamma, config.gae_lambda) for k in range(runners)]
     history = []

@@ -13,7 +13,7 @@ import argparse
 import ray
 from ray import tune
 
-from distrl.tuning import trainable
+from distrl.runtime.tune import trainable
 
 
 def main() -> None:

@@ -95,7 +95,7 @@ def crash_in_learner_step(token_dir, at: int, end: int = 10_000):
     step of that process's Learner kills the process before its all-reduce, so its
     peers have taken at-1 steps of that round when the group fails."""
     def make():
-        from distrl.learner import Learner
+        from distrl.core.learner import Learner
 
         if claim(token_dir) and not hasattr(Learner, "crash_at"):
             import os
@@ -117,7 +117,7 @@ def crash_in_learner_step(token_dir, at: int, end: int = 10_000):
 def random_rollout(n: int, seed: int = 0):
     """n samples of a 4-dim Box / Discrete(2) policy: random obs, actions, advantages and
     value targets, uniform sampling probabilities."""
-    from distrl.types import Rollout
+    from distrl.core.types import Rollout
 
     rng = np.random.default_rng(seed)
     return Rollout(obs=rng.standard_normal((n, 4)).astype(np.float32),

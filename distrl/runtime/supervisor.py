@@ -16,6 +16,8 @@ from typing import Any
 
 import ray
 
+from distrl.runtime.cluster import actor_class
+
 MakeKwargs = Callable[[int, int], dict[str, Any]]  # (slot, restart count) -> constructor kwargs
 
 
@@ -41,7 +43,7 @@ class Supervisor:
         self.resources = resources
         # An error that is the group's, not the actor's own (DD-PPO: a failed collective).
         self._group_failure = group_failure or (lambda err: False)
-        self._remote = ray.remote(**resources)(cls)
+        self._remote = ray.remote(**resources)(actor_class(cls))
         self._make_kwargs = make_kwargs
         self.restarts = [0] * size
         self.actors = [self._remote.remote(**make_kwargs(i, 0)) for i in range(size)]

@@ -12,8 +12,8 @@ import ray as ray_module
 import torch
 
 from distrl import ApexConfig, ModelConfig, RunConfig
-from distrl.apex import DQNLearner
-from distrl.train.apex import make_engine
+from distrl.apex.roles import DQNLearner
+from distrl.apex.train import make_engine
 
 SPACES = (gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))
 

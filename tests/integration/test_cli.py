@@ -88,7 +88,7 @@ def test_an_unreachable_address_is_one_line_naming_it():
 
 
 def test_each_run_gets_its_own_ray_namespace():
-    code = ("import ray\nfrom distrl.runtime.ray_runners import init_ray\n"
+    code = ("import ray\nfrom distrl.runtime.cluster import init_ray\n"
             "init_ray(None, 1)\nprint(ray.get_runtime_context().namespace)\n")
     names = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=120, check=True).stdout.split()[-1] for _ in range(2)]

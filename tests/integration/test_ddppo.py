@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from distrl.algos.ddppo import DDPPOConfig
-from distrl.checkpoint import Checkpoint
-from distrl.config import RunConfig
-from distrl.env_runner import seed_for
-from distrl.evaluation import evaluate
-from distrl.nets import ActorCritic
-from distrl.runtime.ddppo_workers import DDPPOWorkerGroup
-from distrl.train.ddppo import train_ddppo
+from distrl.core.checkpoint import Checkpoint
+from distrl.core.config import RunConfig
+from distrl.core.evaluation import evaluate
+from distrl.core.sampling import seed_for
+from distrl.ddppo.config import DDPPOConfig
+from distrl.ddppo.remote import DDPPOWorkerGroup
+from distrl.ddppo.train import train_ddppo
+from distrl.models.actor_critic import ActorCritic
 from tests.fakes import (
     broken_in_one_process,
     counting,
@@ -38,7 +38,7 @@ def make_group(env, cfg=SMALL, run=None) -> DDPPOWorkerGroup:
 
 
 def group_spaces(env):
-    from distrl.envs import env_spaces
+    from distrl.core.envs import env_spaces
 
     return env_spaces(env)
 
@@ -187,7 +187,7 @@ def test_the_store_is_on_loopback_and_unsigned_marks_are_ignored():
     import psutil
     import torch.distributed as dist
 
-    from distrl.runtime.ddppo_workers import DDPPOWorker
+    from distrl.ddppo.remote import DDPPOWorker
 
     worker = DDPPOWorker("CartPole-v1", replace(SMALL, preemption_threshold=0.5), seed=1,
                          secret=b"k" * 32)

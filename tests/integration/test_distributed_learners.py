@@ -6,7 +6,7 @@ import pytest
 import ray
 import torch
 
-from distrl.algos.ppo import PPOHyperparams
+from distrl.ppo.config import PPOHyperparams
 from tests.fakes import random_rollout
 
 OBS, ACT = gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Discrete(2)
@@ -18,8 +18,8 @@ def weights(learners, pid):
 
 
 def test_shards_place_add_remove_and_train(two_nodes):
-    from distrl.runtime.league import DistributedLearners
-    from distrl.runtime.policy_store import head_store
+    from distrl.runtime.distributed_learners import DistributedLearners
+    from distrl.store.remote import head_store
 
     learners = DistributedLearners(CONFIG, max_policies=4, num_shards=2, cpus_per_learner=0)
     try:

@@ -9,15 +9,16 @@ import torch
 pytest.importorskip("pettingzoo")
 
 from distrl import LeagueConfig, LeagueRules, RunConfig, train_league
-from distrl.algos.ppo import PPOHyperparams
-from distrl.checkpoint import Checkpoint
+from distrl.core.checkpoint import Checkpoint
+from distrl.ppo.config import PPOHyperparams
 
 GAME = "pettingzoo:connect_four_v3"
 
 
 def test_runner_switches_mappings_at_next_reset_and_picks_up_new_versions(ray_local):
-    from distrl.multiagent import make_multiagent_env, policy_obs_space
-    from distrl.runtime.league import DistributedLearners, MatchRunner
+    from distrl.league.games import make_multiagent_env, policy_obs_space
+    from distrl.league.remote import MatchRunner
+    from distrl.runtime.distributed_learners import DistributedLearners
 
     env = make_multiagent_env(GAME)
     obs_space = policy_obs_space(env.observation_space("player_0"))
@@ -50,8 +51,8 @@ def test_runner_switches_mappings_at_next_reset_and_picks_up_new_versions(ray_lo
 
 
 def test_failed_start_stops_learners_and_store(ray_local, monkeypatch, tmp_path):
-    from distrl.runtime import league
-    from distrl.runtime.policy_store import HEAD_NAME
+    from distrl.league import remote as league
+    from distrl.store.remote import HEAD_NAME
 
     started = []
 
@@ -79,8 +80,8 @@ CONFIG = LeagueConfig(
 
 
 def test_ray_league_trains_snapshots_and_resumes(ray_local, tmp_path):
-    from distrl.loop import Start
-    from distrl.train.league import LeagueRun
+    from distrl.core.loop import Start
+    from distrl.league.train import LeagueRun
 
     run = RunConfig(env=GAME, logdir=str(tmp_path), progress=False, max_env_steps=2_500)
     first = train_league(CONFIG, run)

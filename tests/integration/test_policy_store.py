@@ -14,9 +14,9 @@ import pytest
 import ray
 import torch
 
-from distrl.nets import ModelConfig
-from distrl.policy_cache import PolicySpec, flatten_policy
-from distrl.runtime.policy_store import PolicyReader, head_store, publish
+from distrl.models.config import ModelConfig
+from distrl.store.policy_cache import PolicySpec, flatten_policy
+from distrl.store.remote import PolicyReader, head_store, publish
 
 SPEC = PolicySpec(gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))
 BIG = PolicySpec(SPEC.obs_space, SPEC.act_space, ModelConfig(hiddens=(1024, 1024),
@@ -232,8 +232,8 @@ def test_a_runner_cannot_write_through_to_the_shared_copy(head):
 OTHER_RUN = """
 import json, sys
 import gymnasium as gym, numpy as np, ray
-from distrl.policy_cache import PolicySpec, flatten_policy
-from distrl.runtime.policy_store import head_store, publish
+from distrl.store.policy_cache import PolicySpec, flatten_policy
+from distrl.store.remote import head_store, publish
 ray.init(address=sys.argv[1], namespace="distrl-other-run", log_to_driver=False)
 spec = PolicySpec(gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))
 head = head_store()

@@ -5,8 +5,8 @@ import pytest
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from distrl.policy_cache import flatten_policy
-from distrl.runtime.policy_store import head_store, publish
+from distrl.store.policy_cache import flatten_policy
+from distrl.store.remote import head_store, publish
 from tests.integration.test_policy_store import SPEC, Probe, Publisher, reference_output
 
 

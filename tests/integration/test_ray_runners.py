@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from distrl import PPOConfig, RunConfig, train_ppo
-from distrl.env_runner import seed_for
-from distrl.nets import ActorCritic, ModelConfig
-from distrl.runtime.ray_runners import RayRunnerGroup
+from distrl.core.sampling import seed_for
+from distrl.models.actor_critic import ActorCritic
+from distrl.models.config import ModelConfig
+from distrl.ppo.remote import RayRunnerGroup
 from tests.fakes import counting, hang_once_in_one_process
 
 

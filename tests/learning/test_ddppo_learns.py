@@ -2,8 +2,8 @@
 
 import pytest
 
-from distrl.config import RunConfig
-from distrl.train.ddppo import train_ddppo
+from distrl.core.config import RunConfig
+from distrl.ddppo.train import train_ddppo
 from distrl.tuned import tuned
 
 pytestmark = pytest.mark.learning

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from distrl import LeagueConfig, LeagueRules, Magnet, RunConfig, train_league
-from distrl.checkpoint import Checkpoint
-from distrl.evaluation import load_policy
+from distrl.core.checkpoint import Checkpoint
+from distrl.core.evaluation import load_policy
 from tests.fakes import WeightedRockPaperScissors
 
 pytestmark = pytest.mark.learning

@@ -2,8 +2,8 @@
 
 import pytest
 
-from distrl.config import RunConfig
-from distrl.train.ppo import train_ppo
+from distrl.core.config import RunConfig
+from distrl.ppo.train import train_ppo
 from distrl.tuned import tuned
 
 pytestmark = pytest.mark.learning

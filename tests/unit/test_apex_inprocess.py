@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from distrl import ApexConfig, ModelConfig, RunConfig, train_apex
-from distrl.checkpoint import Checkpoint
+from distrl.core.checkpoint import Checkpoint
 
 SMALL = dict(num_workers=0, num_envs_per_worker=2, rollout_fragment_length=25,
              learning_starts=200, capacity=5_000, train_batch_size=32,

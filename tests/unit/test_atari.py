@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from distrl import ModelConfig, PPOConfig, RunConfig, train_ppo
-from distrl.envs import clip_rewards_keep_score, make_atari, make_vec_env
-from distrl.sampling import EnvLoop
+from distrl.core.envs import clip_rewards_keep_score, make_atari, make_vec_env
+from distrl.core.sampling import EnvLoop
 
 torch.set_num_threads(1)
 
@@ -83,7 +83,7 @@ def test_ppo_runs_on_pong_with_the_conv_encoder(tmp_path):
 
 def missing_package_error(package, env_id):
     code = (f"import sys; sys.modules[{package!r}] = None\n"
-            "from distrl.envs import make_vec_env\n"
+            "from distrl.core.envs import make_vec_env\n"
             f"try:\n    make_vec_env({env_id!r}, 1)\n"
             "except ValueError as err:\n    print(err)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from distrl import PPOConfig, RunConfig, evaluate, train_ppo
-from distrl.checkpoint import Checkpoint, find_checkpoint, save_checkpoint
+from distrl.core.checkpoint import Checkpoint, find_checkpoint, save_checkpoint, trusted_loads
 
 SMALL = PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=1, num_env_runners=0,
                   num_envs_per_env_runner=4)
@@ -112,3 +112,19 @@ def test_stochastic_evaluation_samples_where_greedy_does_not(tmp_path):
     assert evaluate(tmp_path, episodes=8, env=ActionIsReward) == [0.0] * 8
     sampled = evaluate(tmp_path, episodes=8, env=ActionIsReward, explore=True)
     assert 0.0 < sum(sampled) / 8 < 5.0  # 40 actions at ~50%: all-0 or all-1 has p ~ 1e-12
+
+
+def test_pickles_written_before_the_layout_move_still_load():
+    """A resume reads runners/state.pkl, which names classes and functions by module:
+    those written under the old flat layout (distrl.envs, distrl.nets, ...) are found
+    where they moved. Protocol-0 GLOBAL opcodes, as such a pickle holds them."""
+    from distrl.core.envs import env_name
+    from distrl.core.filters import RunningStats
+    from distrl.models.q_network import QNetwork
+
+    assert trusted_loads(b"cdistrl.envs\nenv_name\n.") is env_name
+    assert trusted_loads(b"cdistrl.filters\nRunningStats\n.") is RunningStats
+    assert trusted_loads(b"cdistrl.nets\nQNetwork\n.") is QNetwork  # nets was split
+    assert trusted_loads(pickle.dumps(RunningStats)) is RunningStats  # today's names
+    with pytest.raises(ModuleNotFoundError):
+        trusted_loads(b"cdistrl.nosuchmodule\nX\n.")

@@ -11,12 +11,14 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from distrl.algos.ddppo import DDPPOConfig, WeightedAllReduce, pooled_mean_std
-from distrl.algos.ppo import ppo_update
-from distrl.algos.shm_allreduce import ShmAllReduce, shm_supported
-from distrl.learner import Learner
-from distrl.nets import ActorCritic, Categorical
-from distrl.types import PPOBatch, Rollout
+from distrl.core.learner import Learner
+from distrl.core.types import PPOBatch, Rollout
+from distrl.ddppo.collective import WeightedAllReduce, pooled_mean_std
+from distrl.ddppo.config import DDPPOConfig
+from distrl.ddppo.shm_allreduce import ShmAllReduce, shm_supported
+from distrl.models.actor_critic import ActorCritic
+from distrl.models.distributions import Categorical
+from distrl.ppo.loss import ppo_update
 
 SIZES = (40, 20)  # samples per rank: rank 0 has twice rank 1's, as after a preemption
 MINIBATCHES = 2

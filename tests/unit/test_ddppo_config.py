@@ -2,7 +2,8 @@
 
 import pytest
 
-from distrl.algos.ddppo import DDPPOConfig, Preemption, min_steps_per_env, workers_to_wait_for
+from distrl.ddppo.collective import Preemption, min_steps_per_env, workers_to_wait_for
+from distrl.ddppo.config import DDPPOConfig
 
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -82,8 +83,8 @@ def test_preemption_polls_the_store_at_most_every_poll_s():
 def test_deployment_errors_come_before_any_worker_starts():
     import torch.distributed as dist
 
-    from distrl.config import RunConfig
-    from distrl.train.ddppo import train_ddppo
+    from distrl.core.config import RunConfig
+    from distrl.ddppo.train import train_ddppo
 
     with pytest.raises(ValueError, match=r"driver does no learning.*num_gpus_per_worker"):
         train_ddppo(DDPPOConfig(), RunConfig(device="cuda"))

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from distrl.algos.dqn import (
+from distrl.apex.dqn import (
     compact_frames,
     dqn_loss,
     epsilon_ladder,
@@ -11,7 +11,7 @@ from distrl.algos.dqn import (
     low_epsilon_workers,
     nstep_fragment,
 )
-from distrl.sampling import Trajectory
+from distrl.core.sampling import Trajectory
 
 torch.set_num_threads(1)
 

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from distrl.env_runner import EnvRunner
-from distrl.nets import ModelConfig
+from distrl.models.config import ModelConfig
+from distrl.ppo.env_runner import EnvRunner
 from tests.fakes import counting
 
 

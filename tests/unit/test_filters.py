@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from distrl import ModelConfig, PPOConfig, RunConfig, train_ppo
-from distrl.checkpoint import Checkpoint
-from distrl.evaluation import load_policy
-from distrl.filters import RunningStats, discounted_returns
-from distrl.nets import OBS_CLIP, ActorCritic
+from distrl.core.checkpoint import Checkpoint
+from distrl.core.evaluation import load_policy
+from distrl.core.filters import RunningStats, discounted_returns
+from distrl.models.actor_critic import OBS_CLIP, ActorCritic
 
 
 def test_merged_runner_statistics_equal_those_of_the_concatenated_samples():

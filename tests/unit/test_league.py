@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from distrl.algos.league import Elo, League, LeagueRules, PayoffTable, pfsp_weights
+from distrl.league.rules import Elo, League, LeagueRules, PayoffTable, pfsp_weights
 
 
 def test_pfsp_weights_by_hand():

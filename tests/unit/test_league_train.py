@@ -6,9 +6,10 @@ import torch
 pytest.importorskip("pettingzoo")
 
 from distrl import LeagueConfig, LeagueRules, RunConfig
-from distrl.checkpoint import Checkpoint
-from distrl.matches import MatchResult
-from distrl.train.league import outcome, train_league
+from distrl.core.checkpoint import Checkpoint
+from distrl.league.matches import MatchResult
+from distrl.league.scoring import outcome
+from distrl.league.train import train_league
 
 GAME = "pettingzoo:connect_four_v3"
 SMALL = LeagueConfig(
@@ -63,8 +64,8 @@ def test_resume_restores_the_league_state(tmp_path):
     from dataclasses import replace
 
     from distrl import Magnet
-    from distrl.loop import Start
-    from distrl.train.league import LeagueRun
+    from distrl.core.loop import Start
+    from distrl.league.train import LeagueRun
 
     config = replace(SMALL, magnet=Magnet(coeff=0.2, update_steps=200))
     first = train_league(config, run(tmp_path, max_env_steps=1_500))
@@ -102,7 +103,7 @@ def test_evaluate_league_rates_and_exact_nash_conv_on_kuhn(tmp_path):
     from open_spiel.python import policy as policy_lib
     from open_spiel.python.algorithms import exploitability
 
-    from distrl.train.league import evaluate_league
+    from distrl.league.scoring import evaluate_league
 
     pytest.importorskip("pyspiel")
     config = LeagueConfig(rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0),
@@ -116,7 +117,7 @@ def test_evaluate_league_rates_and_exact_nash_conv_on_kuhn(tmp_path):
     # The NashConv is open_spiel's for the tabular policy the network defines.
     import pyspiel
 
-    from distrl.multiagent import observe
+    from distrl.league.games import observe
 
     game = pyspiel.load_game("kuhn_poker")
     tab = policy_lib.TabularPolicy(game)
@@ -133,7 +134,7 @@ def test_evaluate_league_rates_and_exact_nash_conv_on_kuhn(tmp_path):
 
 
 def _load_main(checkpoint):
-    from distrl.evaluation import load_policy
+    from distrl.core.evaluation import load_policy
 
     return load_policy(Checkpoint(checkpoint))
 
@@ -150,7 +151,7 @@ def test_cli_trains_and_evaluates_a_league(tmp_path):
                     "--magnet-update-steps", "128", "--logdir", logdir], check=True,
                    capture_output=True)
     from distrl import Magnet
-    from distrl.config import from_json
+    from distrl.core.config import from_json
 
     saved = Checkpoint(logdir).json("run", "config.json")["config"]
     assert from_json(LeagueConfig, saved).magnet == Magnet(0.2, 128)  # flags reach the config
@@ -195,7 +196,7 @@ def naive_game(first, second):
 
 
 def test_scripted_opponent_matches_a_naive_game_loop(tmp_path):
-    from distrl.train.league import evaluate_league
+    from distrl.league.scoring import evaluate_league
 
     config = LeagueConfig(rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0),
                           train_batch_size=64, minibatch_size=32, num_epochs=1, num_envs=2,

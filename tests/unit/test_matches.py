@@ -6,9 +6,10 @@ import torch
 
 pytest.importorskip("pettingzoo")
 
-from distrl.matches import RANDOM, LocalPolicy, MatchLoop, RandomPolicy
-from distrl.multiagent import make_multiagent_env, policy_obs_space
-from distrl.nets import ActorCritic, ModelConfig
+from distrl.league.games import make_multiagent_env, policy_obs_space
+from distrl.league.matches import RANDOM, LocalPolicy, MatchLoop, RandomPolicy
+from distrl.models.actor_critic import ActorCritic
+from distrl.models.config import ModelConfig
 
 
 def envs(n):
@@ -115,7 +116,7 @@ def test_choose_must_seat_every_agent():
 
 
 def test_scripted_policy_allows_only_its_choice():
-    from distrl.matches import ScriptedPolicy
+    from distrl.league.matches import ScriptedPolicy
 
     def last_legal(obs, mask):
         return int(np.flatnonzero(mask)[-1])

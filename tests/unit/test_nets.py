@@ -3,9 +3,12 @@ import numpy as np
 import pytest
 import torch
 
-from distrl import nets
-from distrl.nets import ActorCritic, ConvEncoder, ModelConfig, QNetwork
-from distrl.policy_cache import PolicyCache, PolicySpec, flatten_policy
+from distrl.models import encoders as nets
+from distrl.models.actor_critic import ActorCritic
+from distrl.models.config import ModelConfig
+from distrl.models.encoders import ConvEncoder
+from distrl.models.q_network import QNetwork
+from distrl.store.policy_cache import PolicyCache, PolicySpec, flatten_policy
 
 torch.set_num_threads(1)
 FRAMES = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)  # FrameStackObservation's Atari obs

@@ -1,19 +1,28 @@
-"""The one rule: only distrl.runtime imports Ray, and `import distrl` imports nothing heavy."""
+"""The one rule: only distrl/runtime/ and modules named remote.py import Ray, and
+`import distrl` imports nothing heavy."""
 
+import ast
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import distrl
 
+
+def may_import_ray(module: str) -> bool:
+    return module.startswith("distrl.runtime") or module.endswith(".remote")
+
+
 PURE = sorted(
     m.name for m in pkgutil.walk_packages(distrl.__path__, "distrl.")
-    if not m.name.startswith("distrl.runtime") and m.name != "distrl.__main__"
+    if not may_import_ray(m.name) and m.name != "distrl.__main__"
 )
 
 
 def test_every_pure_module_imports_with_ray_blocked():
-    assert "distrl.train.ppo" in PURE and "distrl.algos.ppo" in PURE
+    assert "distrl.ppo.train" in PURE and "distrl.ppo.config" in PURE
+    assert "distrl.apex.remote" not in PURE and "distrl.runtime.supervisor" not in PURE
     code = "import sys; sys.modules['ray'] = None\n" + "".join(f"import {m}\n" for m in PURE)
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -33,3 +42,18 @@ def test_in_process_training_never_imports_ray(tmp_path):
         "assert r['env/steps_total'] >= 128\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_ray_is_imported_only_in_runtime_and_remote_modules():
+    """Also the imports inside functions, which the test above never executes."""
+    root = Path(distrl.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        module = ".".join(("distrl", *path.relative_to(root).with_suffix("").parts))
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n == "ray" or n.startswith("ray.") for n in names) and not may_import_ray(
+                    module):
+                offenders.append(f"{module}:{node.lineno}")
+    assert not offenders, f"Ray imported outside runtime/ and remote.py: {offenders}"

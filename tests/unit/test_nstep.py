@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from distrl.returns import n_step
+from distrl.core.returns import n_step
 
 
 def naive_n_step(r, term, trunc, valid, gamma, n):

@@ -5,14 +5,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from distrl.nets import ActorCritic, ModelConfig
-from distrl.policy_cache import (
-    FlatLayout,
-    PolicyCache,
-    PolicySpec,
-    flatten_policy,
-    register_builder,
-)
+from distrl.models.actor_critic import ActorCritic
+from distrl.models.builders import register_builder
+from distrl.models.config import ModelConfig
+from distrl.store.policy_cache import FlatLayout, PolicyCache, PolicySpec, flatten_policy
 
 BOX = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
 CARTPOLE = PolicySpec(BOX, gym.spaces.Discrete(2))

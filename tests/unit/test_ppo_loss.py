@@ -5,10 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from distrl.algos.ppo import PPOHyperparams, ppo_loss, ppo_update, update_kl_coeff
-from distrl.learner import Learner
-from distrl.nets import ActorCritic, Categorical, ModelConfig
-from distrl.types import PPOBatch
+from distrl.core.learner import Learner
+from distrl.core.types import PPOBatch
+from distrl.models.actor_critic import ActorCritic
+from distrl.models.config import ModelConfig
+from distrl.models.distributions import Categorical
+from distrl.ppo.config import PPOHyperparams
+from distrl.ppo.loss import ppo_loss, ppo_update, update_kl_coeff
 
 
 def two_sample_batch(advantages):
@@ -100,7 +103,7 @@ def test_ppo_update_calls_hook_per_minibatch_and_reports_true_kl():
 def test_gaussian_log_prob_entropy_kl_match_torch_distributions():
     from torch.distributions import Normal, kl_divergence
 
-    from distrl.nets import DiagGaussian
+    from distrl.models.distributions import DiagGaussian
 
     mean, log_std = torch.randn(5, 3), torch.randn(5, 3) * 0.3
     mean2, log_std2 = torch.randn(5, 3), torch.randn(5, 3) * 0.3
@@ -120,7 +123,7 @@ def test_categorical_sampling_frequencies():
 
 
 def test_masked_logits_renormalise_over_legal_actions_and_are_never_sampled():
-    from distrl.nets import mask_logits
+    from distrl.models.distributions import mask_logits
 
     logits = torch.log(torch.tensor([[0.2, 0.3, 0.5]])).expand(5000, 3)
     mask = torch.tensor([True, False, True]).expand(5000, 3)
@@ -139,7 +142,7 @@ def test_ppo_update_learns_over_legal_actions_only():
     # Three actions, the last always illegal: the loss must see a 2-action distribution,
     # so the reported entropy stays below log 2 (log 3 without the mask) and every
     # quantity stays finite even though the old logits hold MASKED_LOGIT.
-    from distrl.nets import mask_logits
+    from distrl.models.distributions import mask_logits
 
     torch.manual_seed(0)
     model = ActorCritic(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(3), ModelConfig())
@@ -199,7 +202,8 @@ def test_magnet_term_is_kl_from_policy_to_magnet():
 
 
 def test_trainer_moves_its_magnet_to_the_policy_every_update_steps():
-    from distrl.algos.ppo import Magnet, PolicyTrainer
+    from distrl.league.config import Magnet
+    from distrl.league.trainer import PolicyTrainer
     from tests.fakes import random_rollout
 
     def params(module):

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from distrl.algos.replay import MinTree, PrioritizedReplay, SumTree
-from distrl.types import NStepFragment
+from distrl.apex.replay import MinTree, PrioritizedReplay, SumTree
+from distrl.core.types import NStepFragment
 
 CHI2_DF9_P001 = 27.877  # chi-square critical value, 9 degrees of freedom, p = 0.001
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from distrl.returns import gae
+from distrl.core.returns import gae
 
 
 def naive_gae(rewards, values, terminated, truncated, gamma, lam):

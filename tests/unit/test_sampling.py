@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from distrl.envs import make_vec_env
-from distrl.sampling import EnvLoop
+from distrl.core.envs import make_vec_env
+from distrl.core.sampling import EnvLoop
 from tests.fakes import counting
 
 

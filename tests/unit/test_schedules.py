@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from distrl.schedules import schedule_value, validate_schedule
+from distrl.core.schedules import schedule_value, validate_schedule
 
 
 def test_linear_interpolation_and_flat_ends():

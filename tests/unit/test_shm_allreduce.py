@@ -17,9 +17,9 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from distrl.algos import shm_allreduce
-from distrl.algos.ddppo import CollectiveError
-from distrl.algos.shm_allreduce import ShmAllReduce, ShmAttachError, ShmUnavailable, shm_supported
+from distrl.ddppo import shm_allreduce
+from distrl.ddppo.collective import CollectiveError
+from distrl.ddppo.shm_allreduce import ShmAllReduce, ShmAttachError, ShmUnavailable, shm_supported
 
 pytestmark = pytest.mark.skipif(not shm_supported(), reason="x86-64 Linux with /dev/shm only")
 NUMEL, OPS = 1000, 300

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from distrl import PPOConfig, RunConfig, evaluate, train_ddppo, train_ppo
-from distrl.checkpoint import Checkpoint
+from distrl.core.checkpoint import Checkpoint
 from tests.fakes import counting
 
 SMALL = PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=2, num_env_runners=0,

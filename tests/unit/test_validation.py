@@ -5,10 +5,12 @@ from dataclasses import replace
 import gymnasium as gym
 import pytest
 
-from distrl.algos.ppo import PPOConfig
-from distrl.config import RunConfig
-from distrl.envs import check_env_id
-from distrl.nets import ActorCritic, ModelConfig, check_spaces
+from distrl.core.config import RunConfig
+from distrl.core.envs import check_env_id
+from distrl.models.actor_critic import ActorCritic
+from distrl.models.config import ModelConfig
+from distrl.models.encoders import check_spaces
+from distrl.ppo.config import PPOConfig
 from distrl.tuned import TUNED
 
 

@@ -1,1 +1,0 @@
-"""Algorithms: pure losses and hyperparameter dataclasses; no Ray here."""

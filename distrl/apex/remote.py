@@ -1,0 +1,269 @@
+"""Ape-X on Ray: actors send fragments straight to replay shards, the driver keeps
+sample requests in flight to every shard, a learner thread trains on what comes back,
+and new priorities go back without blocking.
+
+The driver only moves object refs: fragments go actor -> shard, batches shard ->
+learner thread (in this process). Actors and shards are each a Supervisor group; a dead
+or hung one is replaced, a shard's lost transitions are counted in replay/lost.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from distrl.apex.config import ApexConfig
+from distrl.apex.roles import ApexActor, DQNLearner, ReplayShard, WeightSync, updates_due
+from distrl.core.config import RunConfig
+from distrl.runtime.supervisor import Fault, MakeKwargs, Supervisor, cause
+
+
+class _RemoteActor(ApexActor):
+    """An actor process: each step() sends one fragment to a shard."""
+
+    def weights_version(self) -> int:
+        return self.version
+
+    def step(self, shard: Any, steps_per_env: int, weights: Any, version: int
+             ) -> dict[str, Any]:
+        if weights is not None:
+            self.set_weights(weights, version)
+        fragment, priorities, stats = self.collect(steps_per_env)
+        try:  # waiting here bounds what an actor can queue up at a slow shard
+            ray.get(shard.add.remote(fragment, priorities))
+        except ray.exceptions.RayActorError:
+            stats["lost"] = stats["transitions"]  # the driver replaces the shard
+        return stats
+
+
+class LearnerThread(threading.Thread):
+    """Trains on batches from ``inq``; puts (shard, indices, |td|) on ``outq``. Torch
+    releases the GIL in its kernels, so the driver's loop goes on meanwhile."""
+
+    def __init__(self, learner: DQNLearner, queue_size: int):
+        super().__init__(daemon=True, name="apex-learner")
+        self.learner = learner
+        self.inq: queue.Queue = queue.Queue(maxsize=queue_size)
+        self.outq: queue.Queue = queue.Queue()
+        self.metrics: dict[str, float] = {}
+        self.error: BaseException | None = None
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stopped.is_set():
+                try:
+                    shard, (batch, indices, is_weights) = self.inq.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                td_abs, self.metrics = self.learner.update(batch, is_weights)
+                self.outq.put((shard, indices, td_abs))
+        except BaseException as err:  # raised in the driver's loop
+            self.error = err
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=10)
+
+
+@dataclass
+class _Call:
+    kind: str  # "actor" | "sample" | "stats"
+    slot: int
+    started: float
+
+
+class ApexRuntime:
+    """The driver's side: supervised actors and shards, the learner thread, and the
+    event loop that keeps all of them busy."""
+
+    def __init__(self, config: ApexConfig, run: RunConfig, learner: DQNLearner,
+                 actor_kwargs: MakeKwargs, shard_kwargs: MakeKwargs, reporting: set[int],
+                 epsilons: list[float]):
+        self.config, self.run, self.epsilons = config, run, epsilons
+        self.reporting = reporting  # actors whose episodes are reported
+        self.learner = learner
+        timeouts = dict(max_restarts=run.max_restarts, call_timeout_s=run.actor_timeout_s)
+        placement = {"num_cpus": 0}
+        if config.replay_buffer_shards_colocated_with_driver:
+            here = ray.get_runtime_context().get_node_id()
+            placement["scheduling_strategy"] = NodeAffinitySchedulingStrategy(here, soft=False)
+        self.shards = Supervisor("replay_shards", ReplayShard, shard_kwargs,
+                                 config.num_shards, resources=placement, **timeouts)
+        try:
+            self.actors = Supervisor("apex_actors", _RemoteActor, actor_kwargs,
+                                     config.num_workers,
+                                     resources={"num_cpus": config.num_cpus_per_worker},
+                                     **timeouts)
+        except BaseException:
+            self.shards.close()
+            raise
+        self.thread = LearnerThread(learner, config.learner_queue_size)
+        self.thread.start()
+        self.calls: dict[ray.ObjectRef, _Call] = {}
+        self.busy_actors: set[int] = set()
+        self.sample_requests = Counter()  # shard -> requests in flight
+        self.syncs = [WeightSync(config.max_weight_sync_delay)
+                      for _ in range(config.num_workers)]
+        self.next_shard = list(range(config.num_workers))  # round robin, offset per actor
+        self.weights_ref: tuple[int, ray.ObjectRef] | None = None
+        self.shard_sizes = [0] * config.num_shards
+        self.shard_stats: list[dict[str, int] | None] = [None] * config.num_shards
+        self.stored = 0  # transitions sent to shards, minus those lost with a shard
+        self.counts = Counter()
+        self.trained0 = learner.trained  # training_intensity counts from here
+
+    # -- one iteration -------------------------------------------------------------------
+
+    def iterate(self, min_time_s: float, min_env_steps: int) -> dict[str, Any]:
+        """Run the event loop for at least ``min_time_s`` and ``min_env_steps``; returns
+        the env steps and episodes it collected and the counters."""
+        t0 = time.perf_counter()
+        out = {"env_steps": 0, "returns": [], "lengths": []}
+        self.counts["sampled_by_shards"] = 0
+        while (time.perf_counter() - t0 < min_time_s) or out["env_steps"] < min_env_steps:
+            self._launch()
+            done, _ = ray.wait(list(self.calls), num_returns=1, timeout=0.02)
+            for ref in done:
+                self._handle(ref, out)
+            self._send_priorities()
+            self._check()
+        self._refresh_shard_sizes()
+        dt = time.perf_counter() - t0
+        out["sampled"] = self.counts["sampled_by_shards"]
+        out["time_s"] = dt
+        return out
+
+    def _launch(self) -> None:
+        for i in range(self.config.num_workers):
+            if i not in self.busy_actors:
+                self._launch_actor(i)
+        if not self._may_train():
+            return
+        free = self.config.learner_queue_size - self.thread.inq.qsize()
+        free -= sum(self.sample_requests.values())
+        for s in range(self.config.num_shards):
+            while free > 0 and self.sample_requests[s] < self.config.replay_requests_per_shard:
+                ref = self.shards.actors[s].sample.remote(self.config.train_batch_size,
+                                                          self.config.prioritized_replay_beta)
+                self.calls[ref] = _Call("sample", s, time.monotonic())
+                self.sample_requests[s] += 1
+                free -= 1
+
+    def _may_train(self) -> bool:
+        return updates_due(self.config, self.stored, self.learner.trained - self.trained0) > 0
+
+    def _launch_actor(self, i: int) -> None:
+        weights, version = None, self.learner.updates
+        if self.syncs[i].due(version):
+            weights = self._weights_ref(version)
+            self.counts["weight_syncs"] += 1
+        shard = self.next_shard[i] % self.config.num_shards
+        self.next_shard[i] += 1
+        ref = self.actors.actors[i].step.remote(self.shards.actors[shard],
+                                                self.config.rollout_fragment_length,
+                                                weights, version)
+        self.calls[ref] = _Call("actor", i, time.monotonic())
+        self.busy_actors.add(i)
+
+    def _weights_ref(self, version: int) -> ray.ObjectRef:
+        """One ray.put per weights version, shared by every actor that syncs to it."""
+        if self.weights_ref is None or self.weights_ref[0] != version:
+            self.weights_ref = (version, ray.put(self.learner.weights()))
+        return self.weights_ref[1]
+
+    def _handle(self, ref: ray.ObjectRef, out: dict[str, Any]) -> None:
+        call = self.calls.pop(ref)
+        try:
+            result = ray.get(ref)
+        except ray.exceptions.RayActorError as err:
+            self._replace(call, Fault(f"died: {str(err).strip().splitlines()[-1]}", True))
+            return
+        except Exception as err:
+            raise cause(err) from None
+        if call.kind == "actor":
+            self.busy_actors.discard(call.slot)
+            self._count_fragment(call.slot, result, out)
+        elif call.kind == "sample":
+            self.sample_requests[call.slot] -= 1
+            if result is not None:
+                self.counts["sampled_by_shards"] += self.config.train_batch_size
+                self.thread.inq.put((call.slot, result))
+
+    def _count_fragment(self, i: int, stats: dict[str, Any], out: dict[str, Any]) -> None:
+        self.syncs[i].since += stats["env_steps"]
+        out["env_steps"] += stats["env_steps"]
+        lost = stats.get("lost", 0)
+        self.stored += stats["transitions"] - lost
+        self.counts["lost"] += lost
+        if i in self.reporting:
+            out["returns"].extend(stats["episode_returns"].tolist())
+            out["lengths"].extend(stats["episode_lengths"].tolist())
+
+    def _send_priorities(self) -> None:
+        while True:
+            try:
+                shard, indices, td_abs = self.thread.outq.get_nowait()
+            except queue.Empty:
+                return
+            # Fire and forget: ids that were overwritten meanwhile are ignored by the shard.
+            self.shards.actors[shard].update_priorities.remote(indices, td_abs)
+
+    def _check(self) -> None:
+        if self.thread.error is not None:
+            raise self.thread.error
+        now = time.monotonic()
+        for ref, call in list(self.calls.items()):
+            if now - call.started > self.run.actor_timeout_s:
+                self.calls.pop(ref)
+                self._replace(call, Fault(f"hung: no answer within "
+                                          f"{self.run.actor_timeout_s:g} s", True))
+
+    def _replace(self, call: _Call, fault: Fault) -> None:
+        if call.kind == "actor":
+            self.busy_actors.discard(call.slot)
+            self.actors.replace(call.slot, fault)
+            self.syncs[call.slot] = WeightSync(self.config.max_weight_sync_delay)
+            return
+        self.sample_requests[call.slot] = 0
+        for ref, other in list(self.calls.items()):  # its other requests die with it
+            if other.kind != "actor" and other.slot == call.slot:
+                self.calls.pop(ref)
+        lost = self.shard_sizes[call.slot]
+        self.stored -= lost
+        self.counts["lost"] += lost
+        self.shard_sizes[call.slot] = 0
+        self.shards.replace(call.slot, fault)
+
+    def _refresh_shard_sizes(self) -> None:
+        refs = {s: a.stats.remote() for s, a in enumerate(self.shards.actors)}
+        results, faults = self.shards.settle(refs)
+        for s, fault in faults.items():
+            self._replace(_Call("stats", s, 0.0), fault)
+        self.shard_stats = [results.get(s) for s in range(self.config.num_shards)]
+        for s, st in results.items():
+            self.shard_sizes[s] = st["size"]
+
+    # -- reporting and shutdown ----------------------------------------------------------
+
+    def metrics(self) -> dict[str, float]:
+        sizes = [st["size"] for st in self.shard_stats if st]
+        bytes_per = [st["bytes_per_transition"] for st in self.shard_stats if st]
+        return {"replay/size": float(sum(sizes)), "replay/lost": float(self.counts["lost"]),
+                "replay/bytes_per_transition": float(np.mean(bytes_per)) if bytes_per else 0.0,
+                "learner/queue_size": float(self.thread.inq.qsize()),
+                "apex/weight_syncs": float(self.counts["weight_syncs"]),
+                **self.actors.metrics(), **self.shards.metrics()}
+
+    def close(self) -> None:
+        self.thread.stop()
+        self.actors.close()
+        self.shards.close()

@@ -1,0 +1,106 @@
+"""train_apex: Ape-X DQN. With num_workers >= 1, actors, replay shards and a learner
+thread run concurrently on Ray (apex/remote.py); with num_workers=0 one process
+alternates acting, storing and learning (prioritized double/dueling n-step DQN).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from distrl.apex.config import ApexConfig
+from distrl.apex.dqn import epsilon_ladder, low_epsilon_workers
+from distrl.apex.roles import (
+    ApexActor,
+    ApexEngine,
+    DQNLearner,
+    LocalApex,
+    ReplayShard,
+    frame_stack,
+)
+from distrl.core.config import RunConfig
+from distrl.core.envs import env_spaces
+from distrl.core.loop import drive, learner_device, policy_files, save_run, start_run
+from distrl.core.sampling import seed_for
+
+
+def train_apex(config: ApexConfig | None = None, run: RunConfig | None = None
+               ) -> dict[str, Any]:
+    """Train Ape-X DQN until a stop condition holds; returns the final metrics and the
+    checkpoint path. Training episodes are reported from the third of actors with the
+    lowest epsilon."""
+    start = start_run("apex", config or ApexConfig(), run or RunConfig())
+    config, run = start.config, start.run
+    obs_space, act_space = env_spaces(run.env, run.env_config)
+    learner = DQNLearner(obs_space, act_space, config, learner_device(run.device))
+    if start.ckpt is not None:
+        learner.set_state({**start.ckpt.tensors("learner", "state.pt"),
+                           "model": start.ckpt.tensors("policy", "weights.pt")})
+    progress = start.progress()
+    engine, ray_start_s = make_engine(config, run, learner, obs_space)
+
+    def iterate() -> dict[str, Any]:
+        updates0 = learner.updates
+        out = engine.iterate(config.min_time_s_per_reporting,
+                             config.min_sample_timesteps_per_reporting)
+        dt = out["time_s"]
+        return {
+            **progress.add(out["env_steps"], np.asarray(out["returns"]),
+                           np.asarray(out["lengths"], dtype=np.int64)),
+            "env/steps_per_s": out["env_steps"] / dt,
+            "replay/samples_per_s": out["sampled"] / dt,
+            "learner/updates_per_s": (learner.updates - updates0) / dt,
+            "learner/trained_total": learner.trained,
+            "learner/target_updates": learner.target_updates,
+            **{f"learner/{k}": v for k, v in learner.last_metrics.items()},
+            **{f"apex/epsilon/{i}": e for i, e in enumerate(engine.epsilons)},
+            **engine.metrics(),
+        }
+
+    def save() -> Path:
+        state = learner.get_state()
+        policy = policy_files(state.pop("model"), obs_space, act_space, config.model,
+                              builder="dueling_q_network" if config.dueling else "q_network")
+        return save_run(start, progress, policy, state, [], {"stored": engine.stored})
+
+    return drive(start, progress, iterate, save, engine.close, ray_start_s, learner.snapshot)
+
+
+def make_engine(config: ApexConfig, run: RunConfig, learner: DQNLearner, obs_space: gym.Space
+                ) -> tuple[ApexEngine, float]:
+    """The in-process loop (num_workers=0) or the Ray runtime, and Ray's start-up time."""
+    n = max(config.num_workers, 1)
+    epsilons = epsilon_ladder(n if config.num_workers else config.num_envs_per_worker,
+                              config.epsilon_base, config.epsilon_alpha)
+
+    def actor_kwargs(i: int, restart: int) -> dict[str, Any]:
+        eps = ([float(epsilons[i])] * config.num_envs_per_worker if config.num_workers
+               else epsilons.tolist())
+        return dict(env=run.env, num_envs=config.num_envs_per_worker, model=config.model,
+                    dueling=config.dueling, epsilons=eps, gamma=config.gamma,
+                    n_step=config.n_step, seed=seed_for(run.seed, i, restart),
+                    worker_side_prioritization=config.worker_side_prioritization,
+                    env_config=run.env_config)
+
+    def shard_kwargs(s: int, restart: int) -> dict[str, Any]:
+        return dict(capacity=config.shard_capacity, obs_shape=tuple(obs_space.shape),
+                    obs_dtype=str(obs_space.dtype), frame_stack=frame_stack(obs_space),
+                    alpha=config.prioritized_replay_alpha, eps=config.prioritized_replay_eps,
+                    seed=seed_for(run.seed, 10_000 + s, restart))
+
+    reporting = set(low_epsilon_workers(epsilons).tolist())  # actors, or in-process envs
+    if config.num_workers == 0:
+        engine = LocalApex(config, learner, ApexActor(**actor_kwargs(0, 0)),
+                           ReplayShard(**shard_kwargs(0, 0)), reporting, epsilons.tolist())
+        return engine, 0.0
+    from distrl.apex.remote import ApexRuntime
+    from distrl.runtime.cluster import init_ray
+
+    ray_start_s = init_ray(run.address, config.num_workers * config.num_cpus_per_worker)
+    engine = ApexRuntime(config, run, learner, actor_kwargs, shard_kwargs, reporting,
+                         epsilons.tolist())
+    return engine, ray_start_s
+

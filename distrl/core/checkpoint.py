@@ -1,0 +1,200 @@
+"""Checkpoints: one directory per component plus a JSON manifest.
+
+    checkpoint/
+      manifest.json            algo, format, counters, and every component's files
+      run/config.json          the run and algorithm configs
+      policy/policy.json       spaces, builder and model config: enough to rebuild the net
+      policy/weights.pt        tensors only: torch.load(..., weights_only=True)
+      learner/state.pt         optimizer and RNG states: tensors and numbers (weights_only)
+      progress/progress.json   counters, the episode window, algorithm state
+      runners/state.pkl        env states and a factory env: a pickle, TRUSTED ONLY
+
+Everything a shared checkpoint is used for (``distrl eval``, reading the weights) loads
+without unpickling; only ``--resume`` reads the pickle, so resume only runs you trust.
+Later components (replay shards, a league's history, many learners) add directories.
+
+A save writes a fresh temp directory, fsyncs every file and directory, and renames it
+into place, so a crash leaves either the old checkpoint or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import os
+import pickle
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+import torch
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+DIR = "checkpoint"
+MOVED = {
+    "distrl.sampling": ("distrl.core.sampling",), "distrl.envs": ("distrl.core.envs",),
+    "distrl.filters": ("distrl.core.filters",), "distrl.types": ("distrl.core.types",),
+    "distrl.config": ("distrl.core.config",), "distrl.env_runner": ("distrl.ppo.env_runner",),
+    "distrl.multiagent": ("distrl.league.games",), "distrl.matches": ("distrl.league.matches",),
+    "distrl.apex": ("distrl.apex.roles",), "distrl.algos.apex": ("distrl.apex.config",),
+    "distrl.algos.ppo": ("distrl.ppo.config", "distrl.league.config"),
+    "distrl.algos.ddppo": ("distrl.ddppo.config",), "distrl.algos.league": (
+        "distrl.league.config", "distrl.league.rules"),
+    "distrl.nets": ("distrl.models.config", "distrl.models.actor_critic",
+                    "distrl.models.q_network", "distrl.models.encoders",
+                    "distrl.models.distributions"),
+}
+"""Where the names a trusted pickle (runners/state.pkl) may refer to went when the code
+was regrouped by algorithm: checkpoints written before still resume."""
+
+
+def save_checkpoint(directory: Path, algo: str, info: dict[str, Any],
+                    components: dict[str, dict[str, Any]]) -> Path:
+    """Write ``components`` ({component: {file name: object}}) atomically and durably.
+
+    A file's suffix says how its object is written: .json (JSON), .pt (torch.save of
+    tensors and numbers), .pkl (cloudpickle).
+    """
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
+    try:
+        for component, files in components.items():
+            (tmp / component).mkdir()
+            for name, obj in files.items():
+                _write(tmp / component / name, obj)
+            _fsync(tmp / component)
+        manifest = {"format": FORMAT, "algo": algo, **info,
+                    "components": {c: sorted(files) for c, files in components.items()}}
+        _write(tmp / MANIFEST, manifest)
+        _fsync(tmp)
+        _swap_into_place(tmp, directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return directory
+
+
+def _write(path: Path, obj: Any) -> None:
+    if path.suffix == ".json":
+        data = json.dumps(obj, indent=1).encode()
+    elif path.suffix == ".pt":
+        buffer = io.BytesIO()
+        torch.save(obj, buffer)
+        data = buffer.getvalue()
+    elif path.suffix == ".pkl":
+        data = cloudpickle.dumps(obj)
+    else:
+        raise ValueError(f"checkpoint file {path.name!r}: use .json, .pt or .pkl")
+    with open(path, "xb") as f:  # the temp directory is new: nothing may exist yet
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _swap_into_place(tmp: Path, directory: Path) -> None:
+    """Two renames: the old checkpoint steps aside, the new one takes its name. A crash
+    between them leaves the old one under a name find_checkpoint still looks at."""
+    old = None
+    if directory.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old-", dir=directory.parent))
+        os.rename(directory, old / directory.name)
+    os.rename(tmp, directory)
+    _fsync(directory.parent)
+    if old is not None:
+        shutil.rmtree(old)
+
+
+def find_checkpoint(path: str | Path) -> Path:
+    """Accept a checkpoint directory or a run's logdir; returns the checkpoint directory."""
+    p = Path(path)
+    for candidate in (p, p / DIR):
+        if (candidate / MANIFEST).is_file():
+            return candidate
+    # A crash between the two renames of a save leaves the previous checkpoint here.
+    for old in sorted(p.glob(f".{DIR}.old-*/{DIR}"), key=lambda d: d.stat().st_mtime):
+        if (old / MANIFEST).is_file():
+            return old
+    raise FileNotFoundError(
+        f"no checkpoint at {str(p)!r}: pass a run's logdir or its {DIR}/ directory "
+        f"(a directory holding {MANIFEST})."
+    )
+
+
+class Checkpoint:
+    """A saved checkpoint, read a component file at a time."""
+
+    def __init__(self, path: str | Path):
+        self.path = find_checkpoint(path)
+        self.manifest = json.loads((self.path / MANIFEST).read_text())
+        if self.manifest.get("format") != FORMAT:
+            raise ValueError(f"checkpoint {str(self.path)!r} has format "
+                             f"{self.manifest.get('format')}; this distrl reads {FORMAT}.")
+
+    @property
+    def algo(self) -> str:
+        return self.manifest["algo"]
+
+    def json(self, component: str, name: str) -> Any:
+        return json.loads(self._file(component, name).read_text())
+
+    def tensors(self, component: str, name: str) -> Any:
+        """Tensors, numbers, lists and dicts only: never unpickles arbitrary objects."""
+        return torch.load(self._file(component, name), map_location="cpu", weights_only=True)
+
+    def trusted(self, component: str, name: str) -> Any:
+        """A pickle: only for resuming runs you trust (it can run code when loaded)."""
+        return trusted_loads(self._file(component, name).read_bytes())
+
+    def _file(self, component: str, name: str) -> Path:
+        path = self.path / component / name
+        if not path.is_file():
+            raise FileNotFoundError(f"checkpoint {str(self.path)!r} has no {component}/{name}")
+        return path
+
+
+class _MovedNames(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        for new in MOVED.get(module, ()):
+            found = getattr(importlib.import_module(new), name, None)
+            if found is not None:
+                return found
+        return super().find_class(module, name)
+
+
+def trusted_loads(data: bytes) -> Any:
+    """pickle.loads for distrl's own pickles (trusted input only), finding names under
+    the modules they moved to (MOVED)."""
+    return _MovedNames(io.BytesIO(data)).load()
+
+
+def space_to_json(space: gym.Space) -> dict[str, Any]:
+    """Box and Discrete (the spaces distrl's nets take) as JSON."""
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.Box):
+        return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(),
+                "shape": list(space.shape), "dtype": str(space.dtype)}
+    raise ValueError(f"cannot save space {space}: only Box and Discrete are supported")
+
+
+def space_from_json(d: dict[str, Any]) -> gym.Space:
+    if d["type"] == "Discrete":
+        return gym.spaces.Discrete(d["n"], start=d["start"])
+    dtype = np.dtype(d["dtype"])
+    return gym.spaces.Box(np.array(d["low"], dtype), np.array(d["high"], dtype),
+                          tuple(d["shape"]), dtype)

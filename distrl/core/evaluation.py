@@ -1,0 +1,176 @@
+"""Evaluate a policy: whole episodes on env instances of their own, greedy by default.
+
+``evaluate``/``run_episodes`` read only a checkpoint's weights-only parts (policy/ and
+run/): nothing is unpickled, so a downloaded checkpoint is safe to evaluate.
+``evaluation_metrics`` is what the training loop logs every evaluation_interval.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from distrl.core.checkpoint import Checkpoint, space_from_json
+from distrl.core.config import RunConfig, from_json
+from distrl.core.envs import EnvSpec, is_atari, make_atari, make_vec_env, resolve_env
+from distrl.core.sampling import env_action_fn
+from distrl.models.actor_critic import ActorCritic
+from distrl.models.builders import builder_for
+from distrl.models.config import ModelConfig
+from distrl.models.q_network import QNetwork
+
+PolicyNet = ActorCritic | QNetwork
+MAX_PARALLEL = 16
+VIDEO_EXTRA = "pip install 'distrl[video]' (moviepy writes the MP4s)"
+
+
+@dataclass
+class Episodes:
+    """Returns and lengths of finished episodes, in the order they were started."""
+
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+
+
+def evaluate(checkpoint: str | Path, episodes: int = 10, seed: int = 0,
+             env: EnvSpec | None = None, env_config: dict[str, Any] | None = None,
+             explore: bool = False) -> list[float]:
+    """Returns of ``episodes`` episodes of a checkpoint's policy, greedy (argmax /
+    Gaussian mean) unless ``explore``. ``env`` and ``env_config`` override the saved ones
+    (a factory env must be given: only the trusted resume state holds it)."""
+    return run_episodes(checkpoint, episodes, seed, env, env_config, explore).returns
+
+
+def run_episodes(checkpoint: str | Path, episodes: int = 10, seed: int = 0,
+                 env: EnvSpec | None = None, env_config: dict[str, Any] | None = None,
+                 explore: bool = False, video_dir: str | None = None,
+                 render: bool = False) -> Episodes:
+    """evaluate() with lengths, MP4s of every episode in ``video_dir`` (gymnasium's
+    RecordVideo), or a window (``render``, render_mode="human")."""
+    if episodes <= 0:
+        raise ValueError(f"`episodes` ({episodes}) must be > 0.")
+    ckpt = Checkpoint(checkpoint)
+    model = load_policy(ckpt)
+    saved = ckpt.json("run", "config.json")["run"]
+    if env is None and saved["env"] is None:
+        raise ValueError(
+            f"the run trained on a factory env ({saved['env_name']}), which only the trusted "
+            "resume state holds; pass it: evaluate(..., env=<factory>), or train on a "
+            "'module:callable' env, which is saved as a string.")
+    env = saved["env"] if env is None else env
+    env_config = saved.get("env_config", {}) if env_config is None else env_config
+    if video_dir is None and not render:
+        return play(model, env, env_config, episodes, seed, explore)
+    return _play_one_by_one(model, env, env_config, episodes, seed, explore, video_dir)
+
+
+def evaluation_metrics(model: PolicyNet, run: RunConfig) -> dict[str, float]:
+    """The eval/ metrics of one evaluation during training (seeds fixed per run, so
+    evaluations at different iterations are comparable)."""
+    t0 = time.perf_counter()
+    eps = play(model, run.env, run.env_config, run.evaluation_duration, run.seed + 1_000_003,
+               run.evaluation_explore)
+    return {"eval/episode_return_mean": float(np.mean(eps.returns)),
+            "eval/episode_len_mean": float(np.mean(eps.lengths)),
+            "eval/episodes": len(eps.returns), "eval/time_s": time.perf_counter() - t0}
+
+
+def load_policy(ckpt: Checkpoint) -> PolicyNet:
+    """The checkpoint's policy network, from JSON and tensors only."""
+    spec = ckpt.json("policy", "policy.json")
+    build = builder_for(spec["builder"])
+    model = build(space_from_json(spec["obs_space"]), space_from_json(spec["act_space"]),
+                  from_json(ModelConfig, spec["model"]))
+    model.load_state_dict(ckpt.tensors("policy", "weights.pt"))
+    return model.requires_grad_(False)
+
+
+def play(model: PolicyNet, env: EnvSpec, env_config: dict[str, Any], episodes: int,
+         seed: int, explore: bool = False) -> Episodes:
+    """``episodes`` episodes, up to MAX_PARALLEL at a time, each sub-env playing exactly
+    one (so short episodes are not over-counted)."""
+    out = Episodes()
+    while len(out.returns) < episodes:
+        n = min(MAX_PARALLEL, episodes - len(out.returns))
+        envs = make_vec_env(env, n, env_config, clip_rewards=False)  # the real score
+        try:
+            _play(model, envs, seed + len(out.returns), explore, out)
+        finally:
+            envs.close()
+    return out
+
+
+def _play_one_by_one(model: PolicyNet, env: EnvSpec, env_config: dict[str, Any],
+                     episodes: int, seed: int, explore: bool, video_dir: str | None) -> Episodes:
+    render_mode = "rgb_array" if video_dir else "human"
+    out = Episodes()
+    for k in range(episodes):
+        single = _single_env(env, env_config, render_mode)
+        if video_dir:
+            single = _record(single, video_dir, f"episode-{k}")
+        envs = gym.vector.SyncVectorEnv([lambda single=single: single])
+        try:
+            _play(model, envs, seed + k, explore, out)
+        finally:
+            envs.close()
+    return out
+
+
+def _single_env(env: EnvSpec, env_config: dict[str, Any], render_mode: str) -> gym.Env:
+    maker = resolve_env(env)
+    try:
+        if is_atari(env):
+            return make_atari(env, clip_rewards=False, render_mode=render_mode, **env_config)
+        if isinstance(maker, str):
+            return gym.make(maker, render_mode=render_mode, **env_config)
+        return maker(render_mode=render_mode, **env_config)
+    except TypeError as err:
+        raise ValueError(f"cannot make the env with render_mode={render_mode!r} ({err}); "
+                         "a factory must accept a render_mode keyword to be shown or "
+                         "recorded.") from None
+
+
+def _record(env: gym.Env, video_dir: str, prefix: str) -> gym.Env:
+    try:
+        return gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True,
+                                        name_prefix=prefix)
+    except gym.error.DependencyNotInstalled as err:
+        env.close()
+        raise ValueError(f"recording videos needs moviepy: {VIDEO_EXTRA} ({err})") from None
+
+
+def _actions(model: PolicyNet, obs: torch.Tensor, explore: bool,
+             generator: torch.Generator) -> torch.Tensor:
+    if isinstance(model, QNetwork):
+        if explore:
+            raise ValueError("a Q-network (Ape-X) has no stochastic policy: evaluate it "
+                             "greedily (drop --stochastic / evaluation_explore).")
+        return model.greedy(obs).cpu()
+    dist_inputs = model(obs)[0].cpu()
+    return model.dist.sample(dist_inputs, generator) if explore else model.dist.greedy(dist_inputs)
+
+
+def _play(model: PolicyNet, envs: gym.vector.VectorEnv, seed: int, explore: bool,
+          out: Episodes) -> None:
+    n = envs.num_envs
+    device = next(model.parameters()).device  # the learner's, during training
+    to_env_action = env_action_fn(envs.single_action_space)
+    generator = torch.Generator().manual_seed(seed)
+    obs, _ = envs.reset(seed=seed)
+    total, length = np.zeros(n), np.zeros(n, dtype=np.int64)
+    running = np.ones(n, dtype=bool)
+    with torch.inference_mode():
+        while running.any():
+            actions = _actions(model, torch.as_tensor(obs, device=device), explore, generator)
+            obs, rewards, terminated, truncated, _ = envs.step(to_env_action(actions.numpy()))
+            total += np.where(running, rewards, 0.0)
+            length += running
+            running &= ~(terminated | truncated)
+    out.returns += total.tolist()
+    out.lengths += length.tolist()

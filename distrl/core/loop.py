@@ -1,0 +1,322 @@
+"""The run wiring every train_* shares: resume (configs read from the checkpoint),
+seeding, logdir, progress counters, the outer loop (log, checkpoint, stop, Ctrl-C
+between iterations) and the checkpoint's common components."""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import os
+import signal
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from distrl.core.checkpoint import Checkpoint, save_checkpoint, space_to_json
+from distrl.core.config import RunConfig, from_json, to_json
+from distrl.core.envs import check_env_id, env_name
+from distrl.core.evaluation import evaluation_metrics
+from distrl.core.metrics import MetricsLogger
+
+WINDOW = 100  # episodes in env/episode_return_mean
+Reporter = Callable[[dict[str, Any], Path | None], None]
+REPORTER: contextvars.ContextVar[Reporter | None] = contextvars.ContextVar("distrl_reporter",
+                                                                          default=None)
+"""Called after every iteration with its metrics and the checkpoint saved in it (or None):
+how a Ray Tune trial (distrl.runtime.tune) sees a run; set only around one train_* call."""
+MAX_ENV_STEPS_VAR = "DISTRL_MAX_ENV_STEPS"
+"""Environment variable that caps every run's max_env_steps: smoke-runs a user's
+training script (or the documented examples, in CI) with a tiny budget, unchanged."""
+
+
+@dataclasses.dataclass
+class Progress:
+    """Counters that a checkpoint carries across a resume."""
+
+    iteration: int = 0
+    env_steps: int = 0
+    episodes: int = 0
+    time_s: float = 0.0
+    returns: deque = dataclasses.field(default_factory=lambda: deque(maxlen=WINDOW))
+    lengths: deque = dataclasses.field(default_factory=lambda: deque(maxlen=WINDOW))
+
+    def return_mean(self) -> float:
+        return float(np.mean(self.returns)) if self.returns else float("nan")
+
+    def add(self, env_steps: int, returns: np.ndarray, lengths: np.ndarray) -> dict[str, float]:
+        """Count one iteration's env steps and finished episodes; returns the env/ metrics."""
+        self.iteration += 1
+        self.env_steps += env_steps
+        self.episodes += len(returns)
+        self.returns.extend(returns.tolist())
+        self.lengths.extend(lengths.tolist())
+        return {
+            "iteration": self.iteration,
+            "env/steps_total": self.env_steps,
+            "env/episodes_total": self.episodes,
+            "env/episode_return_mean": self.return_mean(),
+            "env/episode_len_mean": float(np.mean(self.lengths)) if self.lengths else float("nan"),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "returns": list(self.returns),
+                "lengths": list(self.lengths)}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Progress:
+        return Progress(d["iteration"], d["env_steps"], d["episodes"], d["time_s"],
+                        deque(d["returns"], maxlen=WINDOW), deque(d["lengths"], maxlen=WINDOW))
+
+
+@dataclasses.dataclass
+class Start:
+    """What start_run hands a driver: the configs in force, where to log, and the
+    checkpoint it resumes from (None for a fresh run)."""
+
+    algo: str
+    config: Any
+    run: RunConfig
+    logdir: Path
+    ckpt: Checkpoint | None
+
+    def progress(self) -> Progress:
+        if self.ckpt is None:
+            return Progress()
+        return Progress.from_json(self.ckpt.json("progress", "progress.json")["progress"])
+
+    def algo_state(self) -> dict[str, Any]:
+        """The algorithm's own saved state (PPO: the KL coefficient); {} when fresh."""
+        if self.ckpt is None:
+            return {}
+        return self.ckpt.json("progress", "progress.json")["algo"]
+
+
+def start_run(algo: str, config: Any, run: RunConfig,
+              check_env: Callable[[Any], None] = check_env_id) -> Start:
+    """Read the checkpoint to resume from (its configs win over defaults), check the env
+    (``check_env``: gymnasium ids by default), seed torch, set threads and pick the
+    logdir."""
+    ckpt = None
+    if run.resume:
+        ckpt = Checkpoint(run.resume)
+        if ckpt.algo != algo:
+            raise ValueError(
+                f"{str(ckpt.path)!r} is a checkpoint of a {ckpt.algo!r} run, not {algo!r}: "
+                f"resume it with `distrl train {ckpt.algo} --resume {run.resume}`."
+            )
+        config, run = _resumed_configs(ckpt, config, run)
+    check_env(run.env)
+    torch.set_num_threads(run.num_torch_threads)
+    torch.manual_seed(run.seed)
+    return Start(algo, config, run, _logdir(algo, run, ckpt), ckpt)
+
+
+def _resumed_configs(ckpt: Checkpoint, config: Any, run: RunConfig) -> tuple[Any, RunConfig]:
+    """The checkpoint's configs, with the fields the caller set (those that differ from
+    the class defaults) applied on top; every applied change is reported."""
+    saved = ckpt.json("run", "config.json")
+    saved_config = from_json(type(config), saved["config"])
+    env = saved["run"]["env"]
+    if env is None:  # a factory env travels in the trusted pickle
+        env = ckpt.trusted("runners", "state.pkl")["env_factory"]
+    saved_run = from_json(RunConfig, {**saved["run"], "env": env})
+    if env_name(run.env) not in (env_name(RunConfig.env), env_name(env)):
+        raise ValueError(
+            f"a resumed run keeps its env: the checkpoint trained on {env_name(env)!r}, "
+            f"not {env_name(run.env)!r}. Drop --env (env=) to resume, or start a new run."
+        )
+    if run.env_config and run.env_config != saved_run.env_config:
+        raise ValueError(
+            f"a resumed run keeps its env_config ({saved_run.env_config}): its envs are "
+            "restored as they were. Drop --env-config (env_config=), or start a new run."
+        )
+    if config.model != type(config)().model and config.model != saved_config.model:
+        raise ValueError(f"a resumed run keeps its network ({saved_config.model}); "
+                         "drop the model flags or start a new run.")
+    run = _apply_given(saved_run, run, RunConfig(), skip=("env", "env_config"),
+                       keep=RunConfig.PER_INVOCATION)
+    config = _apply_given(saved_config, config, type(config)(), skip=("model",), keep=())
+    return config, run
+
+
+def _apply_given(saved: Any, given: Any, default: Any, skip: tuple[str, ...],
+                 keep: tuple[str, ...]) -> Any:
+    changes = {}
+    for f in dataclasses.fields(saved):
+        value = getattr(given, f.name)
+        if f.name in keep or (f.name not in skip and value != getattr(default, f.name)):
+            changes[f.name] = value
+            if f.name not in keep and value != getattr(saved, f.name):
+                print(f"distrl: resume: {f.name} {getattr(saved, f.name)!r} -> {value!r}",
+                      file=sys.stderr, flush=True)
+    return dataclasses.replace(saved, **changes)
+
+
+def learner_device(name: str) -> torch.device:
+    """RunConfig.device as a torch device ("auto": CUDA when torch sees one)."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but torch sees no CUDA device; use device='cpu' or 'auto'.")
+    return torch.device(name)
+
+
+def _logdir(algo: str, run: RunConfig, ckpt: Checkpoint | None) -> Path:
+    if run.logdir is not None:
+        return Path(run.logdir)
+    if ckpt is not None:
+        return ckpt.path.parent
+    name = env_name(run.env).replace("/", "_").replace(":", "_")
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{algo}_{name}_{stamp}"
+
+
+def max_env_steps(run: RunConfig) -> int:
+    """run.max_env_steps, capped by $DISTRL_MAX_ENV_STEPS when set."""
+    cap = os.environ.get(MAX_ENV_STEPS_VAR)
+    return min(run.max_env_steps, int(cap)) if cap else run.max_env_steps
+
+
+def drive(start: Start, progress: Progress, iterate: Callable[[], dict[str, Any]],
+          save: Callable[[], Path], close: Callable[[], None], ray_start_s: float,
+          policy: Callable[[], Any],
+          should_stop: Callable[[dict[str, Any]], str | None] = lambda metrics: None
+          ) -> dict[str, Any]:
+    """Iterate until a stop condition holds (the run's, or a reason from the algorithm's
+    ``should_stop(metrics)``), checkpoint, close the workers and the logger;
+    returns the last metrics with the checkpoint path and why the run stopped.
+
+    Every run.evaluation_interval iterations, ``policy()`` (the current network) plays
+    run.evaluation_duration episodes on envs of its own in this process (eval/ metrics).
+
+    Ctrl-C ends the loop after the iteration in progress, then checkpoints, so the
+    checkpoint always holds a completed iteration; a second Ctrl-C aborts at once.
+    """
+    logger = None
+    try:
+        logger = MetricsLogger(start.logdir, start.run.progress)
+        metrics, stopped_by = _loop(start.run, progress, logger, iterate, save, policy,
+                                    should_stop)
+        checkpoint = save()
+    finally:
+        close()
+        if logger is not None:
+            logger.close()
+    return {**metrics, "checkpoint": str(checkpoint), "logdir": str(start.logdir),
+            "stopped_by": stopped_by, "ray_start_s": ray_start_s}
+
+
+def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
+          iterate: Callable[[], dict[str, Any]], save: Callable[[], Path],
+          policy: Callable[[], Any], should_stop: Callable[[dict[str, Any]], str | None]
+          ) -> tuple[dict[str, Any], str]:
+    stopped_by = "max_env_steps"
+    metrics: dict[str, Any] = {}
+    tick = time.perf_counter()
+    with _interrupt_between_iterations(logger) as interrupted:
+        while True:
+            metrics = iterate()
+            every = run.evaluation_interval
+            evaluated = bool(every) and progress.iteration % every == 0
+            if evaluated:
+                metrics.update(evaluation_metrics(policy(), run))
+            # Wall time of the loop, logging and checkpoints included (not Ray's start-up).
+            now = time.perf_counter()
+            progress.time_s, tick = progress.time_s + now - tick, now
+            metrics["time/total_s"] = progress.time_s
+            logger.log(metrics)
+            saved = None
+            if run.checkpoint_every and progress.iteration % run.checkpoint_every == 0:
+                saved = save()
+            if (report := REPORTER.get()) is not None:
+                report(metrics, saved)
+            if interrupted.is_set():
+                stopped_by = "interrupted"
+                break
+            if _reached(run, progress, metrics if evaluated else None):
+                stopped_by = "stop_return"
+                break
+            if (reason := should_stop(metrics)) is not None:
+                stopped_by = reason
+                break
+            if progress.env_steps >= max_env_steps(run):
+                break
+            if run.max_time_s is not None and progress.time_s >= run.max_time_s:
+                stopped_by = "max_time_s"
+                break
+    return metrics, stopped_by
+
+
+def _reached(run: RunConfig, progress: Progress, evaluation: dict[str, Any] | None) -> bool:
+    """stop_return met by the training window, or (stop_on="eval") by this evaluation."""
+    if run.stop_return is None:
+        return False
+    if run.stop_on == "eval":
+        return evaluation is not None and evaluation["eval/episode_return_mean"] >= run.stop_return
+    return progress.return_mean() >= run.stop_return
+
+
+@contextmanager
+def _interrupt_between_iterations(logger: MetricsLogger) -> Iterator[threading.Event]:
+    """The first SIGINT only sets the event the loop checks between iterations."""
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted  # signal handlers can only be set from the main thread
+        return
+
+    def handler(signum, frame):
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+        interrupted.set()
+        logger.info("distrl: Ctrl-C: finishing this iteration, then saving a checkpoint "
+                    "(Ctrl-C again to abort without saving)")
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def save_run(start: Start, progress: Progress, policy: dict[str, Any],
+             learner: dict[str, Any], runner_states: list[Any],
+             algo_state: dict[str, Any] | None = None) -> Path:
+    """The checkpoint components every algorithm writes; ``policy`` from policy_files()."""
+    run = start.run
+    factory = None if isinstance(run.env, str) else run.env
+    # A factory is no JSON: the run's JSON says env=None, the trusted pickle holds it.
+    run_json = {**to_json(dataclasses.replace(run, env=None if factory else run.env)),
+                "env_name": env_name(run.env)}
+    return save_checkpoint(
+        start.logdir / "checkpoint", start.algo,
+        {"iteration": progress.iteration, "env_steps": progress.env_steps},
+        {
+            "run": {"config.json": {"run": run_json, "config": to_json(start.config)}},
+            "policy": policy,
+            "learner": {"state.pt": learner},
+            "progress": {"progress.json": {"progress": progress.to_json(),
+                                           "algo": algo_state or {}}},
+            "runners": {"state.pkl": {"runner_states": runner_states, "env_factory": factory}},
+        },
+    )
+
+
+def policy_files(state_dict: dict[str, torch.Tensor], obs_space: gym.Space,
+                 act_space: gym.Space, model: Any, builder: str = "actor_critic"
+                 ) -> dict[str, Any]:
+    """The weights-only policy component: tensors plus a JSON description."""
+    return {
+        "weights.pt": {k: v.detach().cpu() for k, v in state_dict.items()},
+        "policy.json": {"builder": builder, "obs_space": space_to_json(obs_space),
+                        "act_space": space_to_json(act_space), "model": to_json(model)},
+    }

@@ -1,0 +1,197 @@
+"""EnvLoop: steps a vector env with any policy and keeps what every algorithm's sampler
+needs: the NEXT_STEP valid mask, episode returns and lengths, the finite check, and a
+state to resume from. What the steps become (GAE fragments for PPO, n-step transitions
+for DQN) is a pure post-processing function over the stacked Trajectory.
+
+Layout (see returns.py): row ``t`` holds the step taken from ``obs[t]``. NEXT_STEP
+autoreset spends one step per finished episode on the reset; those rows are invalid.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+import torch
+
+from distrl.core.checkpoint import trusted_loads
+from distrl.core.envs import EnvSpec, env_name, make_vec_env
+
+
+class Policy(Protocol):
+    """What an EnvLoop drives: actions for a batch of observations, plus per-step extras
+    the post-processing needs (PPO: log-prob, distribution inputs, values)."""
+
+    def act(self, obs: torch.Tensor, generator: torch.Generator | None
+            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]: ...
+
+
+@dataclass
+class Trajectory:
+    """The steps of one collect call, time-major ``[T, N, ...]``."""
+
+    obs: np.ndarray  # [T, N, *obs_shape] the obs each step acted on: uint8 or float32
+    actions: np.ndarray  # [T, N] int64 (index into the Discrete space) or [T, N, A] unclipped
+    rewards: np.ndarray  # [T, N] float32
+    terminated: np.ndarray  # [T, N] bool
+    truncated: np.ndarray  # [T, N] bool
+    valid: np.ndarray  # [T, N] bool: False on reset steps
+    extras: dict[str, np.ndarray]  # [T, N, ...] per key of the policy's extras
+    next_obs: np.ndarray  # [N, *obs_shape] the obs after the last step
+    episode_returns: np.ndarray  # [E] episodes that ended during the call
+    episode_lengths: np.ndarray  # [E]
+    episode_envs: np.ndarray  # [E] the sub-env each episode ran in
+    steps_per_env: int  # valid steps each env keeps: its first ones
+
+    @property
+    def env_steps(self) -> int:
+        """Env steps taken, reset steps included."""
+        return int(self.rewards.size)
+
+    def first_valid(self, x: np.ndarray) -> np.ndarray:
+        """``x [T, N, ...]`` at each env's first ``steps_per_env`` valid rows, flattened
+        time-major to ``[steps_per_env * N, ...]``."""
+        # A stable sort of ~valid keeps time order within each env.
+        rows = np.argsort(~self.valid, axis=0, kind="stable")[: self.steps_per_env]
+        cols = np.broadcast_to(np.arange(self.valid.shape[1]), rows.shape)
+        picked = x[rows, cols]
+        return picked.reshape(-1, *picked.shape[2:])
+
+
+class EnvLoop:
+    """One vector env, its current observations and running episode statistics."""
+
+    def __init__(self, env: EnvSpec, num_envs: int, seed: int,
+                 env_config: dict[str, Any] | None = None):
+        self.env_name = env_name(env)
+        self.envs = make_vec_env(env, num_envs, env_config)
+        self.num_envs = num_envs
+        self.to_env_action = env_action_fn(self.envs.single_action_space)
+        # uint8 observations (images) stay uint8, 4x less memory and copying than float32
+        # (the networks scale images themselves); everything else becomes float32.
+        space = self.envs.single_observation_space
+        self.obs_dtype = np.uint8 if getattr(space, "dtype", None) == np.uint8 else np.float32
+        self.obs, _ = self.envs.reset(seed=seed)
+        self.prev_done = np.zeros(num_envs, dtype=bool)  # next step of this env is a reset
+        self.ep_return = np.zeros(num_envs, dtype=np.float64)
+        self.ep_len = np.zeros(num_envs, dtype=np.int64)
+
+    def spaces(self) -> tuple[gym.Space, gym.Space]:
+        return self.envs.single_observation_space, self.envs.single_action_space
+
+    def collect(self, policy: Policy, steps_per_env: int, generator: torch.Generator | None,
+                stop_early: Callable[[int], bool] | None = None) -> Trajectory:
+        """Step until every env has ``steps_per_env`` valid steps.
+
+        ``stop_early(k)`` is asked after every step, k being the fewest valid steps of any
+        env so far; when it says yes, each env keeps its first k (DD-PPO's preemption).
+        """
+        steps: list[tuple] = []
+        returns: list[np.ndarray] = []
+        lengths: list[np.ndarray] = []
+        envs: list[np.ndarray] = []
+        valid_count = np.zeros(self.num_envs, dtype=np.int64)
+        with torch.inference_mode():
+            while (valid_count < steps_per_env).any():
+                step = self._step(policy, generator)
+                steps.append(step)
+                valid_count += step[-1]
+                done = step[3] | step[4]
+                if done.any():
+                    returns.append(self.ep_return[done].copy())
+                    lengths.append(self.ep_len[done].copy())
+                    envs.append(np.flatnonzero(done))
+                    self.ep_return[done] = 0.0
+                    self.ep_len[done] = 0
+                self.prev_done = done
+                if stop_early is not None and stop_early(int(valid_count.min())):
+                    steps_per_env = int(valid_count.min())
+                    break
+        obs, actions, rewards, terminated, truncated, extras, valid = zip(*steps, strict=True)
+        traj = Trajectory(
+            obs=np.stack(obs), actions=np.stack(actions), rewards=np.stack(rewards),
+            terminated=np.stack(terminated), truncated=np.stack(truncated),
+            valid=np.stack(valid),
+            extras={k: np.stack([e[k] for e in extras]) for k in extras[0]},
+            next_obs=np.asarray(self.obs, dtype=self.obs_dtype),
+            episode_returns=np.concatenate(returns) if returns else np.zeros(0),
+            episode_lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
+            episode_envs=np.concatenate(envs) if envs else np.zeros(0, np.int64),
+            steps_per_env=steps_per_env,
+        )
+        check_finite(self.env_name, traj.obs, traj.rewards)
+        return traj
+
+    def _step(self, policy: Policy, generator: torch.Generator | None) -> tuple:
+        valid = ~self.prev_done
+        obs = np.asarray(self.obs, dtype=self.obs_dtype)
+        actions, extras = policy.act(torch.from_numpy(obs), generator)
+        actions = actions.numpy()
+        self.obs, rewards, terminated, truncated, info = self.envs.step(
+            self.to_env_action(actions))
+        rewards = np.asarray(rewards, dtype=np.float32)
+        self.ep_return += rewards * valid
+        self.ep_len += valid
+        if "episode" in info:  # RecordEpisodeStatistics below a reward wrapper (Atari's
+            # clipping, envs.clip_rewards_keep_score): report the game's score, not the
+            # sum of the clipped rewards the learner sees.
+            self.ep_return = np.where(info["_episode"], info["episode"]["r"], self.ep_return)
+        return (obs, actions, rewards, terminated, truncated,
+                {k: v.numpy() for k, v in extras.items()}, valid)
+
+    def get_state(self) -> bytes | None:
+        """Everything needed to continue exactly where this loop is, or None when the env
+        cannot be pickled (then a resume starts fresh episodes)."""
+        try:
+            return cloudpickle.dumps((self.envs, self.obs, self.prev_done, self.ep_return,
+                                      self.ep_len))
+        except (pickle.PicklingError, TypeError, AttributeError):  # a process, socket, ...
+            return None
+
+    def set_state(self, state: bytes | None) -> None:
+        """Trusted input only: the state is a pickle (it comes from our own checkpoint)."""
+        if state is None:
+            return
+        self.envs.close()
+        self.envs, self.obs, self.prev_done, self.ep_return, self.ep_len = trusted_loads(state)
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+def env_action_fn(space: gym.Space) -> Callable[[np.ndarray], np.ndarray]:
+    """Policy actions -> env actions: Box actions clipped to the bounds (the policy's
+    Gaussian is unbounded; the batch keeps the unclipped sample its log-prob belongs to),
+    Discrete indices shifted by the space's start."""
+    if isinstance(space, gym.spaces.Box):
+        low, high = space.low, space.high
+        return lambda a: np.clip(a, low, high)
+    start = int(getattr(space, "start", 0))
+    if start:
+        return lambda a: a + start
+    return lambda a: a
+
+
+def check_finite(env_name: str, obs: np.ndarray, rewards: np.ndarray) -> None:
+    for what, x in (("observation", obs), ("reward", rewards)):
+        if not np.issubdtype(x.dtype, np.floating):
+            continue  # integers (uint8 frames) are always finite
+        bad = ~np.isfinite(x.reshape(x.shape[0], x.shape[1], -1)).all(-1)
+        if bad.any():
+            t, i = np.argwhere(bad)[0]
+            raise ValueError(
+                f"env {env_name!r} (sub-env {i}) returned a non-finite {what} ({x[t, i]}) "
+                f"{t} steps into a sample call. Fix the env, or wrap it to clip or reject "
+                "such values; training on NaN/inf would silently corrupt the policy."
+            )
+
+
+def seed_for(seed: int, *path: int) -> int:
+    """Distinct, reproducible seeds per (run seed, runner, restart, ...)."""
+    return int(np.random.SeedSequence([seed, *path]).generate_state(1)[0])
+

@@ -1,0 +1,134 @@
+"""Typed batches: dataclasses of arrays with their shapes, no string-keyed dicts.
+
+B = samples in a batch, D = distribution-input width, E = finished episodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+import torch
+
+from distrl.core.filters import RunningStats
+
+
+@dataclass
+class Rollout:
+    """What an env runner returns for one fragment: post-processed, numpy, flat."""
+
+    obs: np.ndarray  # [B, *obs_shape]
+    actions: np.ndarray  # [B] int64 (discrete) or [B, A] float32 (continuous, unclipped)
+    logp: np.ndarray  # [B] log-prob of the action under the sampling policy
+    dist_inputs: np.ndarray  # [B, D] sampling policy's logits / (mean, log_std)
+    values: np.ndarray  # [B] V(obs) under the sampling policy
+    advantages: np.ndarray  # [B] GAE advantages (not standardized)
+    value_targets: np.ndarray  # [B] advantages + values
+    episode_returns: np.ndarray  # [E] returns of episodes that ended in this fragment
+    episode_lengths: np.ndarray  # [E]
+    env_steps: int  # env steps taken, reset steps included (>= B)
+    weights_version: int  # version of the weights that acted
+    stats: dict[str, RunningStats] = field(default_factory=dict)  # filters' new samples
+    action_mask: np.ndarray | None = None  # [B, n] bool, legal actions (games with masks)
+
+    @property
+    def size(self) -> int:
+        return int(self.obs.shape[0])
+
+    @staticmethod
+    def concat(parts: list[Rollout]) -> Rollout:
+        """One rollout from several; weights_version is the oldest that acted."""
+        arrays = {
+            f.name: np.concatenate([getattr(p, f.name) for p in parts])
+            for f in fields(Rollout)
+            if f.name not in ("env_steps", "weights_version", "stats", "action_mask")
+        }
+        masks = [p.action_mask for p in parts]
+        if any(m is not None for m in masks):
+            if any(m is None for m in masks):
+                raise ValueError("cannot concatenate rollouts with and without action masks")
+            arrays["action_mask"] = np.concatenate(masks)
+        stats = {}
+        for p in parts:
+            for k, v in p.stats.items():
+                stats[k] = stats[k].merge(v) if k in stats else v
+        return Rollout(
+            **arrays,
+            env_steps=sum(p.env_steps for p in parts),
+            weights_version=min(p.weights_version for p in parts),
+            stats=stats,
+        )
+
+
+@dataclass
+class PPOBatch:
+    """A train batch on the learner's device."""
+
+    obs: torch.Tensor  # [B, *obs_shape]
+    actions: torch.Tensor  # [B] or [B, A]
+    logp: torch.Tensor  # [B]
+    dist_inputs: torch.Tensor  # [B, D]
+    values: torch.Tensor  # [B]
+    advantages: torch.Tensor  # [B] standardized over the whole batch
+    value_targets: torch.Tensor  # [B]
+    action_mask: torch.Tensor | None = None  # [B, n] bool: the loss masks illegal logits
+    magnet_dist_inputs: torch.Tensor | None = None  # [B, D] league learners' magnet (Magnet)
+
+    @staticmethod
+    def from_rollout(r: Rollout, device: torch.device | str = "cpu",
+                     adv_mean_std: tuple[float, float] | None = None) -> PPOBatch:
+        """Advantages standardized with ``adv_mean_std`` (default: this rollout's own)."""
+        adv = r.advantages
+        mean, std = adv_mean_std or (adv.mean(), adv.std())
+        adv = (adv - mean) / (std + 1e-8)
+        def t(x: np.ndarray) -> torch.Tensor:
+            # Arrays from ray.get are read-only views of shared memory; torch warns on
+            # those, and the batch is small next to its epochs of SGD, so copy them.
+            return torch.as_tensor(x if x.flags.writeable else x.copy(), device=device)
+        mask = None if r.action_mask is None else t(r.action_mask)
+        return PPOBatch(t(r.obs), t(r.actions), t(r.logp), t(r.dist_inputs), t(r.values),
+                        t(adv.astype(np.float32)), t(r.value_targets), mask)
+
+    def __len__(self) -> int:
+        return int(self.obs.shape[0])
+
+    def index(self, idx: torch.Tensor) -> PPOBatch:
+        return PPOBatch(*(None if (x := getattr(self, f.name)) is None else x[idx]
+                          for f in fields(self)))
+
+
+@dataclass
+class NStepFragment:
+    """What an Ape-X actor sends to a replay shard: n-step transitions whose
+    observations are rows of ``frames``, each distinct frame stored once.
+
+    S = frames per observation: the stack depth for frame-stacked image observations
+    (obs = ``frames[obs_idx[i]]``, shape ``[S, *frame_shape]``), 1 otherwise (then a frame
+    is a whole observation). Consecutive stacks share S-1 frames, and ``next_obs`` is
+    another transition's ``obs``: indices instead of copies keep a stored Atari transition
+    at about one 84x84 frame.
+    """
+
+    frames: np.ndarray  # [F, *frame_shape] in the observation's dtype (uint8 for images)
+    obs_idx: np.ndarray  # [B, S] int64 rows of ``frames`` that make the observation
+    next_idx: np.ndarray  # [B, S] int64 rows that make the observation k steps later
+    actions: np.ndarray  # [B] int64 action index
+    rewards: np.ndarray  # [B] float32 sum_{j<k} gamma**j r_{t+j}
+    discounts: np.ndarray  # [B] float32 gamma**k; 0 when the episode terminated
+
+    def __len__(self) -> int:
+        return int(self.actions.shape[0])
+
+
+@dataclass
+class Transitions:
+    """Sampled n-step transitions with observations rebuilt from their frames (numpy)."""
+
+    obs: np.ndarray  # [B, *obs_shape]
+    actions: np.ndarray  # [B] int64
+    rewards: np.ndarray  # [B] float32
+    next_obs: np.ndarray  # [B, *obs_shape]
+    discounts: np.ndarray  # [B] float32: the bootstrap's weight, gamma**k or 0
+
+    def __len__(self) -> int:
+        return int(self.actions.shape[0])

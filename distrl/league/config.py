@@ -1,0 +1,100 @@
+"""LeagueConfig: a league of PPO learners (its rules, magnet, evaluation and Ray
+deployment), and Magnet, magnetic mirror descent's knobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated
+
+import tyro
+
+from distrl.core.config import check_positive
+from distrl.league.rules import LeagueRules
+from distrl.ppo.config import PPOHyperparams
+
+
+@dataclass(frozen=True)
+class Magnet:
+    """Magnetic mirror descent (Sokota et al. 2023, arXiv 2206.05825) for league learners:
+    a KL(policy || magnet) term in the loss. Self-play PPO with an entropy bonus approaches
+    an entropy-regularised equilibrium, and with a small bonus it cycles; a magnet that
+    becomes the policy every ``update_steps`` makes each phase a proximal step whose
+    fixed point is a Nash equilibrium."""
+
+    coeff: Annotated[float, tyro.conf.arg(name="magnet-coeff")] = 0.0
+    """Weight of KL(policy || magnet) in the loss (0: off)."""
+    update_steps: Annotated[int, tyro.conf.arg(name="magnet-update-steps")] = 0
+    """A learner's env steps between magnet updates (each makes the magnet the current
+    policy); 0: the magnet stays the initial policy."""
+
+    def __post_init__(self) -> None:
+        if self.coeff < 0 or self.update_steps < 0:
+            raise ValueError(f"magnet coeff ({self.coeff}) and update_steps "
+                             f"({self.update_steps}) must be >= 0.")
+
+
+@dataclass(frozen=True)
+class LeagueConfig(PPOHyperparams):
+    """A league of PPO learners playing a multi-agent game (docs/league.md)."""
+
+    rules: LeagueRules = field(default_factory=LeagueRules)
+    """Roles, matchmaking, snapshots and resets."""
+    magnet: Magnet = field(default_factory=Magnet)
+    """Magnetic mirror descent for every learner (off by default; docs/league.md)."""
+    train_batch_size: int = 2048
+    """Samples (the learner's own moves) per learner per iteration."""
+    num_envs: int = 16
+    """Games played at once (in the driver, or by each env runner on Ray)."""
+    league_eval_interval: int = 5
+    """Every N iterations the main agents play evaluation matches (0: never); win rates
+    and Elo come only from these, never from training batches (RLlib #33472)."""
+    league_eval_games: int = 200
+    """Games per evaluation, half in each seat; the main agents act greedily."""
+    league_eval_member_games: int = 0
+    """Games of each main agent, in the same evaluations, against every other learner
+    and its own newest snapshot (metrics league/win_rate/<a>_vs_<b>; 0: none)."""
+    stop_win_rate: float | None = None
+    """Stop once every main agent's evaluation win rate reaches this."""
+    num_env_runners: int = 0
+    """Ray env runners, each playing num_envs games through PolicyReader views of the
+    policy store; their samples go to DistributedLearners. 0: everything in the driver."""
+    max_cached_policies: int = 1024
+    """Policies each env runner keeps mapped (least recently used dropped first). A
+    mapped policy costs a runner its views only, ~15 KB (the weights are the node's
+    shared memory); one dropped and drawn again is mapped again (a store round trip)."""
+    num_learner_shards: int | None = None
+    """DistributedLearners shards (None: one per learner, as RLlib's default)."""
+    num_gpus_for_learners: float = 0.0
+    """GPUs for all learners on Ray, split evenly per shard and per learner (fractions
+    allowed; shards default to min(num_gpus or learners, learners), as in RLlib)."""
+    num_cpus_per_learner: float = 1.0
+    """CPUs Ray reserves for each PolicyLearner actor."""
+    num_cpus_per_env_runner: float = 1.0
+    """CPUs Ray reserves for each env runner."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive(self, "train_batch_size", "num_envs", "league_eval_games",
+                       "max_cached_policies")
+        if min(self.num_env_runners, self.league_eval_member_games) < 0 or min(
+                self.num_cpus_per_learner, self.num_cpus_per_env_runner,
+                self.num_gpus_for_learners) < 0:
+            raise ValueError("num_env_runners, league_eval_member_games and the CPU and GPU "
+                             "counts must be >= 0.")
+        if self.league_eval_interval < 0:
+            raise ValueError(f"`league_eval_interval` ({self.league_eval_interval}) must be >= 0.")
+        if self.stop_win_rate is not None and not (
+                self.league_eval_interval and 0 < self.stop_win_rate <= 1):
+            raise ValueError("`stop_win_rate` needs evaluations (league_eval_interval > 0) "
+                             "and a value in (0, 1].")
+
+    def learner_ids(self) -> list[tuple[str, str]]:
+        """(id, role) of every learner: main_0.., main_exploiter_0.., league_exploiter_0.."""
+        r = self.rules
+        return ([(f"main_{i}", "main_agent") for i in range(r.num_main_agents)]
+                + [(f"main_exploiter_{i}", "main_exploiter")
+                   for i in range(r.num_main_exploiters)]
+                + [(f"league_exploiter_{i}", "league_exploiter")
+                   for i in range(r.num_league_exploiters)])
+

@@ -1,0 +1,281 @@
+"""Multi-agent games for the league: one protocol, adapters for PettingZoo and OpenSpiel.
+
+The protocol is PettingZoo's *parallel* API: ``possible_agents``, ``agents`` (those still
+in the episode), ``observation_space(agent)``, ``action_space(agent)``,
+``reset(seed=None, options=None) -> (obs, infos)``,
+``step(actions) -> (obs, rewards, terminations, truncations, infos)`` (dicts by agent),
+``close()``. What distrl relies on, and the adapters guarantee:
+
+(a) the agents that act next are exactly the keys of the returned ``obs`` (one key in a
+    turn-based game);
+(b) ``rewards`` may name agents that did not act this step; a reward belongs to that
+    agent's most recent action (connect four's loser gets -1 on the winner's move);
+(c) the episode is over when the returned ``obs`` is empty or ``agents`` is;
+(d) an agent with an action mask observes ``{"observation": array, "action_mask": int8
+    array, 1 = legal}`` (PettingZoo classic's convention); ``split_obs`` takes it apart.
+
+Specs: ``pettingzoo:connect_four_v3`` (any PettingZoo family), ``openspiel:kuhn_poker``,
+``module:callable`` (a factory of an AEC env, a parallel env or anything with the protocol).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+GAMES_EXTRA = "pip install 'distrl[games]'"
+PETTINGZOO_FAMILIES = ("classic", "butterfly", "sisl", "mpe", "atari")
+
+
+def split_obs(obs: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """(observation, action mask or None) of one agent's observation."""
+    if isinstance(obs, dict) and "action_mask" in obs:
+        return np.asarray(obs["observation"]), np.asarray(obs["action_mask"])
+    return np.asarray(obs), None
+
+
+def policy_obs_space(space: gym.Space) -> gym.Space:
+    """The space a policy network sees: the "observation" part of a masked Dict space."""
+    if isinstance(space, gym.spaces.Dict) and "action_mask" in space.spaces:
+        return space["observation"]
+    return space
+
+
+class TurnBased:
+    """A PettingZoo AEC env (turn-based: connect four, tic-tac-toe, ...) as the protocol.
+    Dead agents are stepped with None, as PettingZoo requires, inside one step."""
+
+    def __init__(self, aec: Any):
+        self.aec = aec
+        # State is read from the innermost env: every read through PettingZoo's wrappers
+        # walks each layer's __getattr__, which cost a third of a connect-four step. Moves
+        # still go through the wrappers (illegal-move and order checks); those write the
+        # innermost env's state.
+        self._raw = getattr(aec, "unwrapped", aec)
+        self.possible_agents = list(aec.possible_agents)
+        self.metadata = getattr(aec, "metadata", {})
+
+    @property
+    def agents(self) -> list[str]:
+        return list(self._raw.agents)
+
+    def observation_space(self, agent: str) -> gym.Space:
+        return self.aec.observation_space(agent)
+
+    def action_space(self, agent: str) -> gym.Space:
+        return self.aec.action_space(agent)
+
+    def reset(self, seed: int | None = None, options: dict | None = None
+              ) -> tuple[dict[str, Any], dict[str, dict]]:
+        self.aec.reset(seed=seed, options=options)
+        rewards: dict[str, float] = {}
+        obs = self._next(rewards)  # skips agents already done at the start (rare)
+        return obs, {a: {} for a in obs}
+
+    def step(self, actions: dict[str, Any]) -> tuple:
+        raw = self._raw
+        mover = raw.agent_selection
+        if set(actions) != {mover}:
+            raise ValueError(f"it is {mover}'s turn; got actions for {sorted(actions)}. "
+                             "A turn-based game takes one action per step, from the agent "
+                             "whose observation the last step returned.")
+        was_in = list(raw.agents)
+        self.aec.step(actions[mover])
+        rewards = {a: float(raw.rewards.get(a, 0.0)) for a in was_in}
+        # Read before _next steps dead agents out (which deletes their entries).
+        terms = {a: bool(raw.terminations.get(a, False)) for a in was_in}
+        truncs = {a: bool(raw.truncations.get(a, False)) for a in was_in}
+        obs = self._next(rewards)
+        return obs, rewards, terms, truncs, {a: {} for a in was_in}
+
+    def _next(self, rewards: dict[str, float]) -> dict[str, Any]:
+        """Step dead agents out (collecting their rewards); the next mover's obs."""
+        raw = self._raw
+        while raw.agents:
+            agent = raw.agent_selection
+            if not (raw.terminations[agent] or raw.truncations[agent]):
+                return {agent: self.aec.observe(agent)}
+            self.aec.step(None)
+            for a, r in raw.rewards.items():
+                rewards[a] = rewards.get(a, 0.0) + float(r)
+        return {}
+
+    def close(self) -> None:
+        self.aec.close()
+
+
+class OpenSpielEnv:
+    """A sequential OpenSpiel game as the protocol: agents ``player_<i>``, chance nodes
+    drawn with the env's own seeded generator, information-state tensors (observation
+    tensors when the game has none) with legal-action masks."""
+
+    def __init__(self, game: Any, **params: Any):
+        pyspiel = _import("pyspiel", "open_spiel")
+        self.game = pyspiel.load_game(game, params) if isinstance(game, str) else game
+        kind = self.game.get_type()
+        if kind.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
+            raise ValueError(f"OpenSpiel game {kind.short_name!r} has simultaneous moves; "
+                             "distrl's OpenSpiel adapter plays sequential games only.")
+        self.info_state = kind.provides_information_state_tensor
+        size = (self.game.information_state_tensor_size() if self.info_state
+                else self.game.observation_tensor_size())
+        n = self.game.num_distinct_actions()
+        self._obs_space = gym.spaces.Dict({
+            "observation": gym.spaces.Box(-np.inf, np.inf, (size,), np.float32),
+            "action_mask": gym.spaces.Box(0, 1, (n,), np.int8)})
+        self._act_space = gym.spaces.Discrete(n)
+        self.possible_agents = [f"player_{i}" for i in range(self.game.num_players())]
+        self.rng = np.random.default_rng()
+        self.state: Any = None
+
+    @property
+    def agents(self) -> list[str]:
+        return [] if self.state is None or self.state.is_terminal() else self.possible_agents
+
+    def observation_space(self, agent: str) -> gym.Space:
+        return self._obs_space
+
+    def action_space(self, agent: str) -> gym.Space:
+        return self._act_space
+
+    def reset(self, seed: int | None = None, options: dict | None = None
+              ) -> tuple[dict[str, Any], dict[str, dict]]:
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.state = self.game.new_initial_state()
+        self._resolve_chance()
+        obs = self._obs()
+        return obs, {a: {} for a in obs}
+
+    def step(self, actions: dict[str, Any]) -> tuple:
+        mover = self.possible_agents[self.state.current_player()]
+        if set(actions) != {mover}:
+            raise ValueError(f"it is {mover}'s turn; got actions for {sorted(actions)}.")
+        action = int(actions[mover])
+        if action not in self.state.legal_actions():
+            raise ValueError(f"action {action} is illegal for {mover!r} here; legal: "
+                             f"{self.state.legal_actions()} (sample with the action mask).")
+        self.state.apply_action(action)
+        rewards = np.asarray(self.state.rewards(), np.float64)
+        rewards += self._resolve_chance()
+        done = self.state.is_terminal()
+        agents = self.possible_agents
+        return (self._obs(), {a: float(r) for a, r in zip(agents, rewards, strict=True)},
+                dict.fromkeys(agents, done), dict.fromkeys(agents, False),
+                {a: {} for a in agents})
+
+    def _resolve_chance(self) -> np.ndarray:
+        """Play chance nodes (deals) with this env's generator; their rewards."""
+        rewards = np.zeros(self.game.num_players())
+        while self.state.is_chance_node():
+            outcomes, probs = zip(*self.state.chance_outcomes(), strict=True)
+            self.state.apply_action(int(self.rng.choice(outcomes, p=probs)))
+            rewards += self.state.rewards()
+        return rewards
+
+    def _obs(self) -> dict[str, Any]:
+        if self.state.is_terminal():
+            return {}
+        player = self.state.current_player()
+        return {self.possible_agents[player]: observe(self.state, player, self.info_state)}
+
+    def close(self) -> None:
+        self.state = None
+
+
+def observe(state: Any, player: int, info_state: bool = True) -> dict[str, np.ndarray]:
+    """One OpenSpiel player's masked observation (also what NashConv's policy sees)."""
+    tensor = (state.information_state_tensor(player) if info_state
+              else state.observation_tensor(player))
+    return {"observation": np.asarray(tensor, np.float32),
+            "action_mask": np.asarray(state.legal_actions_mask(player), np.int8)}
+
+
+def openspiel_policy(game: Any, probs: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Any:
+    """An open_spiel Policy whose action probabilities come from ``probs(obs, mask)``
+    (over all distinct actions), so that open_spiel's exact exploitability (NashConv)
+    can judge a distrl policy."""
+    policy_lib = _import("open_spiel.python.policy", "open_spiel")
+    info_state = game.get_type().provides_information_state_tensor
+
+    class _Policy(policy_lib.Policy):
+        def action_probabilities(self, state: Any, player_id: int | None = None) -> dict:
+            player = state.current_player() if player_id is None else player_id
+            o = observe(state, player, info_state)
+            p = probs(o["observation"], o["action_mask"])
+            return {a: float(p[a]) for a in state.legal_actions(player)}
+
+    return _Policy(game, list(range(game.num_players())))
+
+
+def nash_conv(game: Any, probs: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> float:
+    """OpenSpiel's exact NashConv of the joint policy every player plays with ``probs``."""
+    exploitability = _import("open_spiel.python.algorithms.exploitability", "open_spiel")
+    return float(exploitability.nash_conv(game, openspiel_policy(game, probs)))
+
+
+def make_multiagent_env(spec: str | Callable[..., Any], env_config: dict | None = None
+                        ) -> Any:
+    """An env with the protocol from ``pettingzoo:<name>``, ``openspiel:<game>``,
+    ``module:callable`` or a callable."""
+    cfg = dict(env_config or {})
+    if callable(spec):
+        return wrap(spec(**cfg))
+    prefix, _, name = spec.partition(":")
+    if not name:
+        raise ValueError(f"multi-agent env {spec!r}: expected 'pettingzoo:<name>', "
+                         "'openspiel:<game>' or 'module:callable'.")
+    if prefix == "pettingzoo":
+        return _pettingzoo(name, cfg)
+    if prefix == "openspiel":
+        return OpenSpielEnv(name, **cfg)
+    module = importlib.import_module(prefix)
+    return wrap(getattr(module, name)(**cfg))
+
+
+def wrap(env: Any) -> Any:
+    """AEC envs become TurnBased; parallel envs (the protocol) stay as they are."""
+    try:
+        from pettingzoo import AECEnv
+    except ImportError:
+        AECEnv = ()  # without PettingZoo nothing is an AEC env
+    if isinstance(env, AECEnv):
+        return TurnBased(env)
+    missing = [m for m in ("possible_agents", "reset", "step", "action_space") if
+               not hasattr(env, m)]
+    if missing:
+        raise ValueError(f"{type(env).__name__} is neither a PettingZoo AEC/parallel env nor "
+                         f"has the multi-agent protocol (missing {missing}); see "
+                         "distrl.league.games.")
+    return env
+
+
+def _pettingzoo(name: str, cfg: dict) -> Any:
+    _import("pettingzoo", "pettingzoo")
+    known = []
+    for family in PETTINGZOO_FAMILIES:
+        try:
+            fam = importlib.import_module(f"pettingzoo.{family}")
+        except Exception:  # a family whose own dependencies are missing
+            continue
+        known += [n for n in dir(fam) if n.endswith(tuple(f"_v{i}" for i in range(10)))]
+        try:  # old versions (connect_four_v2) are attributes that fail to import
+            module = importlib.import_module(f"pettingzoo.{family}.{name}")
+        except ImportError:
+            continue
+        return TurnBased(module.env(**cfg))
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise ValueError(f"no PettingZoo env named {name!r}.{hint}")
+
+
+def _import(module: str, package: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ValueError(f"{package} is not installed: {GAMES_EXTRA} ({err})") from None

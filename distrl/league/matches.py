@@ -1,0 +1,327 @@
+"""Matches: multi-agent episodes whose seats are played by league policies.
+
+A MatchLoop steps several multi-agent envs (distrl.league.games' protocol) at once. At every
+reset of an env it asks ``choose(env_index)`` which policy plays which agent; that mapping
+holds until the episode ends, so a league's new matchups take effect at the next reset of
+each env, in the same iteration, and never mid-episode (RLlib #21459, item 1).
+
+Each (env, agent) keeps a Seat: the agent's own steps only (in turn-based games the other
+player's moves are not the agent's steps), with every reward credited to the agent's most
+recent action, so the loser's -1 that arrives on the winner's move lands on the loser's
+last move. When an episode ends, the seats of learning policies become PPO samples (GAE
+over the seat's own steps) and the episode a MatchResult for the league's payoff table.
+
+Acting: all seats a policy plays at one step share one forward pass; illegal actions are
+masked (models.distributions.mask_logits); one sampling call then covers the seats of
+every policy with the same kind of distribution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from distrl.core.returns import gae
+from distrl.core.sampling import env_action_fn
+from distrl.core.types import Rollout
+from distrl.league.games import split_obs
+from distrl.models.distributions import Categorical, DiagGaussian, mask_logits
+
+RANDOM = "random"
+"""Policy id of the built-in uniformly random player (over legal actions)."""
+
+
+class ActingPolicy(Protocol):
+    """What plays a seat: policy_cache.CachedPolicy, or a LocalPolicy in the learner's
+    process. ``__call__(obs, value=...) -> (distribution inputs, values)``; with
+    ``value=False`` the values may be zeros (they are not needed)."""
+
+    version: int
+
+    def __call__(self, obs: torch.Tensor, value: bool = True
+                 ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+@dataclass
+class LocalPolicy:
+    """A module acting with its own weights (in-process learners, evaluation)."""
+
+    module: torch.nn.Module
+    version: int = 0
+
+    def __call__(self, obs: torch.Tensor, value: bool = True
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.module(obs, value=value)
+
+
+@dataclass
+class RandomPolicy:
+    """Uniform over the (legal) actions of a Discrete space; values are 0."""
+
+    n: int
+    version: int = 0
+
+    def __call__(self, obs: torch.Tensor, value: bool = True
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.zeros(obs.shape[0], self.n), torch.zeros(obs.shape[0])
+
+
+@dataclass
+class ScriptedPolicy:
+    """A hand-written player: ``act(obs, action_mask) -> action`` for one observation
+    (``action_mask`` is None in games without masks), e.g. a heuristic bot to evaluate
+    against. It acts as logits that allow only its choice."""
+
+    act: Callable[[np.ndarray, np.ndarray | None], int]
+    name: str = "scripted"
+    version: int = 0
+    needs_mask: bool = True
+
+    def __call__(self, obs: torch.Tensor, mask: torch.Tensor | None = None,
+                 value: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        n = obs.shape[0]
+        chosen = [int(self.act(obs[k].numpy(), None if mask is None else mask[k].numpy()))
+                  for k in range(n)]
+        width = mask.shape[1] if mask is not None else max(chosen) + 1
+        for k, a in enumerate(chosen):
+            if not 0 <= a < width or (mask is not None and not mask[k, a]):
+                raise ValueError(f"opponent {self.name!r} chose action {a}, which is not "
+                                 "legal here; it must return one whose action_mask entry is 1.")
+        logits = torch.full((n, width), -1e9)
+        logits[torch.arange(n), torch.as_tensor(chosen)] = 0.0
+        return logits, torch.zeros(n)
+
+
+@dataclass
+class Seat:
+    """One agent's steps in one episode, played by one policy."""
+
+    policy_id: str
+    action_space: gym.Space
+    obs: list[np.ndarray] = field(default_factory=list)
+    masks: list[np.ndarray] = field(default_factory=list)
+    actions: list[np.ndarray] = field(default_factory=list)
+    logp: list[float] = field(default_factory=list)
+    dist_inputs: list[np.ndarray] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    total: float = 0.0  # the agent's episode return
+    terminated: bool = False
+    early: float = 0.0  # reward before the agent's first action (added to that action)
+
+    def __post_init__(self) -> None:
+        discrete = isinstance(self.action_space, gym.spaces.Discrete)
+        self.dist = Categorical if discrete else DiagGaussian
+        self.to_env = env_action_fn(self.action_space)
+
+    def credit(self, reward: float) -> None:
+        self.total += reward
+        if self.rewards:
+            self.rewards[-1] += reward
+        else:
+            self.early += reward
+
+    def to_arrays(self, gamma: float, lambda_: float) -> dict[str, np.ndarray]:
+        """The seat's samples with GAE over its own steps. A truncated seat bootstraps
+        from its last value: its next observation never came (the episode stopped)."""
+        rewards = np.asarray(self.rewards, np.float32)[:, None]
+        rewards[0] += self.early
+        values = np.asarray(self.values, np.float32)
+        last = 0.0 if self.terminated else values[-1]
+        steps = len(self.rewards)
+        term = np.zeros((steps, 1), bool)
+        trunc = np.zeros((steps, 1), bool)
+        (term if self.terminated else trunc)[-1] = True
+        adv, targets = gae(rewards, np.append(values, last)[:, None], term, trunc, gamma,
+                           lambda_)
+        out = {"obs": np.stack(self.obs), "actions": np.stack(self.actions),
+               "logp": np.asarray(self.logp, np.float32), "values": values,
+               "dist_inputs": np.stack(self.dist_inputs), "advantages": adv[:, 0],
+               "value_targets": targets[:, 0]}
+        if self.masks:
+            out["action_mask"] = np.stack(self.masks)
+        return out
+
+
+@dataclass
+class MatchResult:
+    """A finished episode: who played which agent, and each agent's return."""
+
+    policies: dict[str, str]  # agent -> policy id
+    returns: dict[str, float]  # agent -> episode return
+    length: int  # env steps
+    env: int  # which of the loop's envs played it
+
+
+@dataclass
+class MatchBatch:
+    """What one collect call produced."""
+
+    rollouts: dict[str, Rollout]  # learning policy id -> its samples of finished episodes
+    results: list[MatchResult]
+    env_steps: int
+
+
+class MatchLoop:
+    """Steps ``envs`` (multi-agent) with the policies ``choose`` seats at each reset."""
+
+    def __init__(self, envs: list[Any], choose: Callable[[int], dict[str, str]], seed: int):
+        self.envs, self.choose = envs, choose
+        self.obs: list[dict[str, Any]] = [{} for _ in envs]
+        self.seats: list[dict[str, Seat]] = [{} for _ in envs]
+        self.lengths = [0] * len(envs)
+        for i in range(len(envs)):
+            self._reset(i, seed + i)  # later resets continue each env's own RNG
+
+    def _reset(self, i: int, seed: int | None = None) -> None:
+        """Seat env i's next episode, then reset it with ``options={"policies":
+        mapping}``: an env whose agents' spaces depend on who plays them (#21459's
+        CartPole / MountainCarContinuous challengers) sets them up there."""
+        env, mapping = self.envs[i], self.choose(i)
+        missing = set(env.possible_agents) - set(mapping)
+        if missing:
+            raise ValueError(f"choose({i}) left agents {sorted(missing)} without a policy; "
+                             "map every agent of the env to a policy id.")
+        self.obs[i], _ = env.reset(seed=seed, options={"policies": dict(mapping)})
+        self.seats[i] = {agent: Seat(mapping[agent], env.action_space(agent))
+                         for agent in env.possible_agents}
+
+    def collect(self, policy: Callable[[str], ActingPolicy], learning: set[str],
+                min_samples: int, gamma: float, lambda_: float,
+                generator: torch.Generator | None = None, greedy: Collection[str] = (),
+                min_episodes: int = 0) -> MatchBatch:
+        """Play until the finished episodes hold ``min_samples`` steps of learning
+        policies and at least ``min_episodes`` episodes; unfinished episodes carry over
+        to the next call with their mapping. Policies in ``greedy`` take their most
+        probable legal action (evaluation); the others sample."""
+        parts: dict[str, list[dict[str, np.ndarray]]] = {}
+        results: list[MatchResult] = []
+        samples = env_steps = 0
+        while samples < min_samples or len(results) < min_episodes:
+            for i, seats in self._step(policy, learning, generator, greedy):
+                results.append(MatchResult({a: s.policy_id for a, s in seats.items()},
+                                           {a: s.total for a, s in seats.items()},
+                                           self.lengths[i], i))
+                self.lengths[i] = 0
+                for seat in seats.values():
+                    if seat.policy_id in learning and seat.rewards:
+                        parts.setdefault(seat.policy_id, []).append(
+                            seat.to_arrays(gamma, lambda_))
+                        samples += len(seat.rewards)
+            env_steps += len(self.envs)
+        return MatchBatch({pid: _rollout(p) for pid, p in parts.items()}, results, env_steps)
+
+    def _step(self, policy: Callable[[str], ActingPolicy], learning: set[str],
+              generator: torch.Generator | None, greedy: Collection[str]
+              ) -> list[tuple[int, dict[str, Seat]]]:
+        """One step of every env; returns the (env, seats) of episodes that ended."""
+        where: dict[str, list[tuple[int, str]]] = {}
+        for i, obs in enumerate(self.obs):
+            for agent in obs:
+                where.setdefault(self.seats[i][agent].policy_id, []).append((i, agent))
+        # One forward pass per policy, then one sampling call per kind of distribution
+        # for all seats: a league's many distinct opponents add only their forward passes.
+        kinds: dict[tuple, list[_Forward]] = {}
+        for pid, seats in where.items():
+            out = self._forward(policy(pid), seats, pid in greedy, pid in learning)
+            kinds.setdefault((out.dist, out.dist_inputs.shape[1:]), []).append(out)
+        actions: list[dict[str, Any]] = [{} for _ in self.envs]
+        for forwards in kinds.values():
+            self._sample(forwards, generator, actions)
+        ended = []
+        for i, env in enumerate(self.envs):
+            obs, rewards, terms, _, _ = env.step(actions[i])
+            self.lengths[i] += 1
+            seats = self.seats[i]
+            for agent, r in rewards.items():
+                seats[agent].credit(float(r))
+            for agent, t in terms.items():
+                seats[agent].terminated |= bool(t)
+            if obs and env.agents:
+                self.obs[i] = obs
+                continue
+            ended.append((i, seats))
+            self._reset(i)
+        return ended
+
+    def _forward(self, pi: ActingPolicy, where: list[tuple[int, str]], greedy: bool,
+                 value: bool) -> _Forward:
+        """The policy's distribution inputs (illegal actions masked) and values for every
+        seat it plays now (a policy has one action space, so one distribution). Only
+        learning policies need values (for GAE): the others skip their value head."""
+        split = [split_obs(self.obs[i][agent]) for i, agent in where]
+        obs = [o for o, _ in split]
+        masks = [m for _, m in split]
+        mask = None if masks[0] is None else torch.as_tensor(_batch(masks)).bool()
+        with torch.no_grad():
+            x = torch.as_tensor(_batch(obs))
+            # A ScriptedPolicy picks legal moves itself, so it sees the mask.
+            dist_inputs, values = (pi(x, mask, value=value) if getattr(pi, "needs_mask", False)
+                                   else pi(x, value=value))
+        dist = self.seats[where[0][0]][where[0][1]].dist
+        return _Forward(where, obs, masks, mask_logits(dist_inputs, mask), values, dist,
+                        greedy)
+
+    def _sample(self, forwards: list[_Forward], generator: torch.Generator | None,
+                actions: list[dict[str, Any]]) -> None:
+        """Actions for the seats of several policies with one distribution; records the
+        steps in their seats and the env actions in ``actions``."""
+        dist = forwards[0].dist
+        with torch.no_grad():
+            inputs = torch.cat([f.dist_inputs for f in forwards])
+            chosen = dist.sample(inputs, generator)
+            if any(f.greedy for f in forwards):
+                rows = torch.cat([torch.full((len(f.where),), f.greedy) for f in forwards])
+                rows = rows.view(-1, *[1] * (chosen.dim() - 1))
+                chosen = torch.where(rows, dist.greedy(inputs), chosen)
+            logp = dist.log_prob(inputs, chosen).tolist()
+        values = torch.cat([f.values for f in forwards]).tolist()
+        out, inputs_np = chosen.numpy(), inputs.numpy()
+        k = 0
+        for f in forwards:
+            for j, (i, agent) in enumerate(f.where):
+                seat = self.seats[i][agent]
+                seat.obs.append(f.obs[j])
+                if f.masks[j] is not None:
+                    seat.masks.append(f.masks[j].astype(bool))
+                seat.actions.append(out[k])
+                seat.logp.append(logp[k])
+                seat.dist_inputs.append(inputs_np[k])
+                seat.values.append(values[k])
+                seat.rewards.append(0.0)
+                actions[i][agent] = seat.to_env(out[k])
+                k += 1
+
+
+def _batch(arrays: list[np.ndarray]) -> np.ndarray:
+    """np.stack, without its cost for the single seat most league opponents play."""
+    return arrays[0][None] if len(arrays) == 1 else np.stack(arrays)
+
+
+@dataclass
+class _Forward:
+    """One policy's forward pass over the seats it plays at a step."""
+
+    where: list[tuple[int, str]]  # (env, agent) per row
+    obs: list[np.ndarray]
+    masks: list[np.ndarray | None]
+    dist_inputs: torch.Tensor  # illegal actions masked
+    values: torch.Tensor
+    dist: type
+    greedy: bool
+
+
+def _rollout(parts: list[dict[str, np.ndarray]]) -> Rollout:
+    """One policy's seats as a Rollout (episode stats are the seats' returns)."""
+    cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return Rollout(obs=cat["obs"], actions=cat["actions"], logp=cat["logp"],
+                   dist_inputs=cat["dist_inputs"], values=cat["values"],
+                   advantages=cat["advantages"], value_targets=cat["value_targets"],
+                   episode_returns=np.zeros(0, np.float32),
+                   episode_lengths=np.zeros(0, np.int64), env_steps=0, weights_version=-1,
+                   action_mask=cat.get("action_mask"))

@@ -1,0 +1,144 @@
+"""Who plays and learns in a league: the Players protocol LeagueRun drives, and its
+in-process implementation (LocalPlayers; league/remote.py has RayPlayers).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import gymnasium as gym
+import torch
+
+from distrl.core.config import RunConfig
+from distrl.core.types import Rollout
+from distrl.league.config import LeagueConfig
+from distrl.league.games import make_multiagent_env
+from distrl.league.matches import (
+    RANDOM,
+    LocalPolicy,
+    MatchLoop,
+    MatchResult,
+    RandomPolicy,
+)
+from distrl.league.trainer import PolicyTrainer
+from distrl.models.actor_critic import ActorCritic
+
+
+class Players(Protocol):
+    """Who plays and learns for a LeagueRun: LocalPlayers (this process) or
+    league.remote.RayPlayers (Ray env runners reading the policy store, and
+    DistributedLearners). LeagueRun keeps every rule; players only move games, samples
+    and weights."""
+
+    def play(self, learners: list[str], min_samples: int) -> tuple[list[MatchResult], int]:
+        """Games seated by the league until the learners' finished seats hold
+        ``min_samples`` moves; (finished games, env steps)."""
+        ...
+
+    def train(self) -> dict[str, dict[str, float]]:
+        """One PPO update per learner on its samples of the last play; metrics by id."""
+        ...
+
+    def env_steps(self) -> dict[str, int]:
+        """Env steps each learner has trained on."""
+        ...
+
+    def freeze(self, pid: str, snap: str) -> None:
+        """A frozen copy of learner ``pid``'s weights, playable as policy ``snap``."""
+        ...
+
+    def reset(self, pid: str) -> None:
+        """Learner ``pid`` starts again from fresh weights (an exploiter's reset)."""
+        ...
+
+    def acting(self) -> Mapping[str, Any]:
+        """Every policy by id, as evaluation games act with it."""
+        ...
+
+    def module(self, pid: str) -> torch.nn.Module:
+        """A copy of a policy's network, for evaluation in the driver."""
+        ...
+
+    def metrics(self) -> dict[str, float]: ...
+
+    def get_state(self) -> dict[str, Any]:
+        """{"weights": every policy's state dict, "trainers": each learner's state}."""
+        ...
+
+    def set_state(self, saved: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class LocalPlayers:
+    """Every learner, snapshot and game in the driver's process (num_env_runners=0)."""
+
+    def __init__(self, cfg: LeagueConfig, obs_space: gym.Space, act_space: gym.Space,
+                 run: RunConfig, choose: Any, generator: torch.Generator):
+        self.cfg, self.spaces, self.generator = cfg, (obs_space, act_space), generator
+        self.trainers = {pid: PolicyTrainer(obs_space, act_space, cfg, magnet=cfg.magnet)
+                         for pid, _ in cfg.learner_ids()}
+        self.policies: dict[str, Any] = {RANDOM: RandomPolicy(int(act_space.n))}
+        self.policies.update({pid: LocalPolicy(t.model) for pid, t in self.trainers.items()})
+        envs = [make_multiagent_env(run.env, run.env_config) for _ in range(cfg.num_envs)]
+        self.games = MatchLoop(envs, choose, run.seed)
+        self.pending: dict[str, Rollout] = {}
+
+    def play(self, learners: list[str], min_samples: int) -> tuple[list[MatchResult], int]:
+        """Games until the learners' finished seats hold min_samples moves."""
+        batch = self.games.collect(self.policies.__getitem__, set(learners), min_samples,
+                                   self.cfg.gamma, self.cfg.gae_lambda, self.generator)
+        self.pending = batch.rollouts
+        return batch.results, batch.env_steps
+
+    def train(self) -> dict[str, dict[str, float]]:
+        """One PPO update per learner on its samples of the last play."""
+        pending, self.pending = self.pending, {}
+        return {pid: self.trainers[pid].update(r, self.generator) for pid, r in pending.items()}
+
+    def env_steps(self) -> dict[str, int]:
+        return {pid: t.env_steps for pid, t in self.trainers.items()}
+
+    def freeze(self, pid: str, snap: str) -> None:
+        frozen = copy.deepcopy(self.trainers[pid].model).requires_grad_(False)
+        self.policies[snap] = LocalPolicy(frozen)
+
+    def reset(self, pid: str) -> None:
+        self.trainers[pid].reset()
+        self.policies[pid] = LocalPolicy(self.trainers[pid].model)
+
+    def acting(self) -> Any:
+        return self.policies
+
+    def module(self, pid: str) -> torch.nn.Module:
+        return self.policies[pid].module
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+    def get_state(self) -> dict[str, Any]:
+        """Weights of every policy; optimizer, KL coefficient and steps of learners."""
+        return {"weights": {pid: p.module.state_dict() for pid, p in self.policies.items()
+                            if pid != RANDOM},
+                "trainers": {pid: _without_model(t.get_state())
+                             for pid, t in self.trainers.items()}}
+
+    def set_state(self, saved: dict[str, Any]) -> None:
+        for pid, weights in saved["weights"].items():
+            if pid in self.trainers:
+                self.trainers[pid].set_state({**saved["trainers"][pid], "model": weights})
+            else:  # a frozen snapshot
+                module = ActorCritic(*self.spaces, self.cfg.model)
+                module.load_state_dict(weights)
+                self.policies[pid] = LocalPolicy(module.requires_grad_(False))
+
+    def close(self) -> None:
+        for env in self.games.envs:
+            env.close()
+
+
+def _without_model(state: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in state.items() if k != "model"}
+

@@ -1,0 +1,216 @@
+"""A league on Ray: MatchRunners play games through PolicyReader views of their
+node's policy store, and RayPlayers (the league's Players on Ray) drive them and
+the DistributedLearners."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import ray
+import torch
+
+from distrl.core.sampling import seed_for
+from distrl.league.games import make_multiagent_env
+from distrl.league.matches import RANDOM, MatchLoop, MatchResult, RandomPolicy
+from distrl.runtime.cluster import init_ray
+from distrl.runtime.distributed_learners import DistributedLearners
+from distrl.runtime.supervisor import Supervisor
+from distrl.store.policy_cache import FlatLayout, PolicySpec
+from distrl.store.remote import PolicyReader
+
+
+class MatchRunner:
+    """Plays matches on Ray: a MatchLoop whose seats act through PolicyReader views of
+    this node's policy store (a new opponent costs the runner no copy), seated from
+    mappings the driver's league drew; learning seats' samples go to their shard's
+    replay actor."""
+
+    def __init__(self, game: Any, env_config: dict[str, Any], num_envs: int, seed: int,
+                 head: Any, mappings: list[dict[str, str]], gamma: float, lambda_: float,
+                 max_cached_policies: int = 64):
+        self.gamma, self.lambda_ = gamma, lambda_
+        self.reader = PolicyReader(head, max_cached_policies)
+        self.rng = np.random.default_rng(seed)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.mappings, self.next = list(mappings), 0
+        envs = [make_multiagent_env(game, env_config) for _ in range(num_envs)]
+        space = envs[0].action_space(envs[0].possible_agents[0])
+        self.random = RandomPolicy(int(space.n)) if hasattr(space, "n") else None
+        self.loop = MatchLoop(envs, self._choose, seed)
+
+    def _choose(self, env_index: int) -> dict[str, str]:
+        """The next mapping the league drew; once they run out, one of them again at
+        random (they are independent draws, so the mix stays the league's)."""
+        if self.next < len(self.mappings):
+            self.next += 1
+            return self.mappings[self.next - 1]
+        return self.mappings[int(self.rng.integers(len(self.mappings)))]
+
+    def play(self, mappings: list[dict[str, str]], replays: dict[str, Any],
+             min_samples: int) -> tuple[list[MatchResult], int]:
+        """Seat new games from ``mappings`` (games under way keep theirs) with the
+        newest published weights, play until the finished seats of the learners in
+        ``replays`` hold min_samples moves, hand each learner's samples to its replay."""
+        self.mappings, self.next = list(mappings), 0
+        seated = {s.policy_id for seats in self.loop.seats for s in seats.values()}
+        self.reader.refresh(sorted(({p for m in mappings for p in m.values()} | seated)
+                                   - {RANDOM}))
+        batch = self.loop.collect(self._policy, set(replays), min_samples, self.gamma,
+                                  self.lambda_, self.generator)
+        ray.get([replays[pid].add.remote(pid, r) for pid, r in batch.rollouts.items()])
+        return batch.results, batch.env_steps
+
+    def _policy(self, policy_id: str) -> Any:
+        if policy_id == RANDOM and self.random is not None:
+            return self.random
+        return self.reader.policy(policy_id)
+
+    def versions(self) -> dict[str, int]:
+        """Version of each policy this runner acts with now."""
+        return {pid: self.reader.cache.version(pid) for pid in self.reader.cache.ids()}
+
+
+class RayPlayers:
+    """A league's learners and games on Ray: ``num_env_runners`` MatchRunners (one
+    Supervisor group) and DistributedLearners, which publish every version and every
+    frozen snapshot to the policy store the runners read."""
+
+    def __init__(self, cfg: Any, obs_space: gym.Space, act_space: gym.Space, run: Any,
+                 choose: Callable[[], dict[str, str]]):
+        ids = [pid for pid, _ in cfg.learner_ids()]
+        init_ray(run.address, cfg.num_env_runners * cfg.num_cpus_per_env_runner
+                 + len(ids) * cfg.num_cpus_per_learner)
+        self.cfg, self.choose, self.ids = cfg, choose, ids
+        self.timeout = run.actor_timeout_s
+        self.spec = PolicySpec(obs_space, act_space, cfg.model)
+        self.learners = DistributedLearners(cfg, len(ids), cfg.num_learner_shards,
+                                            cfg.num_gpus_for_learners, cfg.num_cpus_per_learner,
+                                            run.seed, cfg.magnet)
+        try:  # a failed start leaves no learners, replays or store behind
+            for pid in ids:
+                self.learners.add_policy(pid, obs_space, act_space)
+            self.reader = PolicyReader(self.learners.head)
+            self.random = RandomPolicy(int(act_space.n))
+            self.runners = self._start_runners(run)
+        except BaseException:
+            self.learners.stop()
+            raise
+
+    def _start_runners(self, run: Any) -> Supervisor:
+        cfg = self.cfg
+
+        def kwargs(index: int, restart: int) -> dict[str, Any]:
+            return dict(game=run.env, env_config=run.env_config, num_envs=cfg.num_envs,
+                        seed=seed_for(run.seed, index, restart), head=self.learners.head,
+                        mappings=self._draw(cfg.num_envs), gamma=cfg.gamma,
+                        lambda_=cfg.gae_lambda, max_cached_policies=cfg.max_cached_policies)
+
+        return Supervisor("match_runners", MatchRunner, kwargs, cfg.num_env_runners,
+                          max_restarts=run.max_restarts, call_timeout_s=run.actor_timeout_s,
+                          resources={"num_cpus": cfg.num_cpus_per_env_runner})
+
+    def _get(self, refs: Any) -> Any:
+        """Results of learner and store calls, with the run's actor timeout: a hung
+        learner stops the run with an error instead of hanging it (learners are not
+        replaced: their optimizer state would be lost; resume from the checkpoint)."""
+        return ray.get(refs, timeout=self.timeout)
+
+    def _draw(self, n: int) -> list[dict[str, str]]:
+        return [self.choose() for _ in range(n)]
+
+    def play(self, learners: list[str], min_samples: int) -> tuple[list[MatchResult], int]:
+        """Every runner plays its share; a runner that dies or hangs is replaced and its
+        share retaken."""
+        share = -(-min_samples // self.cfg.num_env_runners)
+        replays = {pid: self.learners.get(pid)[1] for pid in learners}
+        # Enough draws for games as short as 4 of a learner's moves.
+        draws = self.cfg.num_envs + share // 4
+        actors = dict(enumerate(self.runners.actors))
+        out: dict[int, tuple[list[MatchResult], int]] = {}
+        while actors:
+            done, faults = self.runners.settle(
+                {i: a.play.remote(self._draw(draws), replays, share) for i, a in actors.items()})
+            out.update(done)
+            actors = {i: self.runners.replace(i, f) for i, f in faults.items()}
+        results = [r for i in sorted(out) for r in out[i][0]]
+        return results, sum(steps for _, steps in out.values())
+
+    def train(self) -> dict[str, dict[str, float]]:
+        """Every learner trains on what its replay received, all at once."""
+        futures = {pid: learner.train.remote(1) for pid, learner, _ in self.learners}
+        return {pid: m for pid, m in zip(futures, self._get(list(futures.values())), strict=True)
+                if m is not None}
+
+    def env_steps(self) -> dict[str, int]:
+        futures = {pid: learner.env_steps.remote() for pid, learner, _ in self.learners}
+        return dict(zip(futures, self._get(list(futures.values())), strict=True))
+
+    def freeze(self, pid: str, snap: str) -> None:
+        self._get(self.learners.get(pid)[0].snapshot.remote(snap))
+
+    def reset(self, pid: str) -> None:
+        self._get(self.learners.get(pid)[0].reset.remote())
+
+    def acting(self) -> StoreView:
+        self.reader.refresh(self.ids)  # the learners' newest versions
+        return StoreView(self.reader, self.random)
+
+    def module(self, pid: str) -> torch.nn.Module:
+        module = self.spec.build()
+        module.load_state_dict(self._weights([pid])[pid])
+        return module
+
+    def _weights(self, ids: list[str]) -> dict[str, dict[str, torch.Tensor]]:
+        """State dicts (copies) of published policies, read from the store."""
+        entries = self._get(self.learners.head.latest.remote(ids))
+        flats = self._get([box[0] for _, box, _ in entries.values()])
+        out = {}
+        for (pid, (_, _, spec)), flat in zip(entries.items(), flats, strict=True):
+            views = FlatLayout.of(spec.build()).views(flat)
+            out[pid] = {k: v.clone() for k, v in views.items()}
+        return out
+
+    def metrics(self) -> dict[str, float]:
+        return self.runners.metrics()
+
+    def get_state(self) -> dict[str, Any]:
+        """Every policy's weights (snapshots from the store); the learners' optimizer,
+        KL coefficient and steps."""
+        futures = {pid: learner.get_state.remote() for pid, learner, _ in self.learners}
+        trainers = dict(zip(futures, self._get(list(futures.values())), strict=True))
+        frozen = [p for p in self._get(self.learners.head.versions.remote()) if p not in trainers]
+        weights = {pid: t.pop("model") for pid, t in trainers.items()}
+        return {"weights": {**weights, **self._weights(frozen)}, "trainers": trainers}
+
+    def set_state(self, saved: dict[str, Any]) -> None:
+        """Learners load their state and republish; snapshots are published again."""
+        futures = []
+        for pid, weights in saved["weights"].items():
+            found = self.learners.get(pid)
+            if found is not None:
+                futures.append(found[0].set_state.remote({**saved["trainers"][pid],
+                                                          "model": weights}))
+            else:
+                flat = FlatLayout.of(self.spec.build()).flatten(weights)
+                futures.append(self.learners.head.publish.remote(pid, flat, self.spec))
+        self._get(futures)
+
+    def close(self) -> None:
+        self.runners.close()
+        self.learners.stop()
+
+
+@dataclass
+class StoreView:
+    """Policies by id for evaluation in the driver: the store's, and the random player."""
+
+    reader: PolicyReader
+    random: RandomPolicy
+
+    def __getitem__(self, policy_id: str) -> Any:
+        return self.random if policy_id == RANDOM else self.reader.policy(policy_id)
+

@@ -1,0 +1,207 @@
+"""train_league: PPO learners in an AlphaStar-style league on a multi-agent game.
+
+Each iteration the games are seated by the league's matchmaking at every reset; every
+learner trains on its own moves with the shared PPO update (PolicyTrainer); finished
+games fill the payoff table; learners that qualify are frozen as snapshots (and
+exploiters reset); every league_eval_interval iterations the main agents play evaluation
+games against a uniformly random player (and the league's members), the only source of
+win rates and Elo.
+
+LeagueRun decides; its players play and learn: LocalPlayers in this process
+(num_env_runners=0), or league.remote.RayPlayers (Ray env runners reading the policy
+store, DistributedLearners)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from distrl.core.config import RunConfig
+from distrl.core.loop import Start, drive, policy_files, save_run, start_run
+from distrl.league.config import LeagueConfig
+from distrl.league.games import make_multiagent_env, policy_obs_space
+from distrl.league.matches import (
+    RANDOM,
+)
+from distrl.league.players import LocalPlayers, Players
+from distrl.league.rules import League
+from distrl.league.scoring import outcome, play_matches, policy_nash_conv, win_draw_loss
+
+
+def train_league(config: LeagueConfig | None = None, run: RunConfig | None = None
+                 ) -> dict[str, Any]:
+    """Train a league until a stop condition holds; returns the final metrics and the
+    checkpoint (whose policy is main_0's, for `distrl eval`)."""
+    league_run = start_league(config or LeagueConfig(), run or RunConfig())
+    return drive(league_run.start, league_run.progress, league_run.iterate, league_run.save,
+                 league_run.close, 0.0, league_run.main_module, league_run.should_stop)
+
+
+def start_league(config: LeagueConfig, run: RunConfig) -> LeagueRun:
+    """A league ready to iterate (restored when run.resume is set): what train_league
+    drives, for callers that step it themselves (bench/league_scale.py)."""
+    start = start_run("league", config, run, check_env=_check_game)
+    _check_run(start.run)
+    return LeagueRun(start)
+
+
+def _check_game(env: Any) -> None:
+    make_multiagent_env(env).close()
+
+
+def _check_run(run: RunConfig) -> None:
+    if run.evaluation_interval or run.stop_return is not None:
+        raise ValueError("a league is evaluated by matches, not by episodes of one agent: "
+                         "use --league-eval-interval, --league-eval-games and "
+                         "--stop-win-rate instead of --evaluation-interval/--stop-return.")
+
+
+class LeagueRun:
+    """The league's driver: matchmaking, the payoff table, snapshots, evaluation and
+    checkpoints. Who plays and learns is its ``players``: LocalPlayers in this process,
+    or RayPlayers (env runners reading the policy store, DistributedLearners)."""
+
+    def __init__(self, start: Start):
+        self.start, self.config, run = start, start.config, start.run
+        game = make_multiagent_env(run.env, run.env_config)
+        agent = game.possible_agents[0]
+        self.agents = list(game.possible_agents)
+        self.obs_space = policy_obs_space(game.observation_space(agent))
+        self.act_space = game.action_space(agent)
+        game.close()
+        self.league = League(self.config.rules)
+        self.rng = np.random.default_rng(run.seed)
+        self.generator = torch.Generator().manual_seed(run.seed)
+        for pid, role in self.config.learner_ids():
+            self.league.add_learner(pid, role)
+        self.progress = start.progress()
+        state = start.algo_state() if start.ckpt is not None else None
+        if state is not None:
+            self.league = League.from_json(state["league"])
+            self.rng.bit_generator.state = state["rng"]
+        self.players = self._players(start.ckpt is not None and
+                                     start.ckpt.tensors("learner", "state.pt"))
+
+    def _players(self, saved: dict[str, Any] | None) -> Players:
+        """Start the learners (restoring saved weights) and the games."""
+        run, cfg = self.start.run, self.config
+        spaces = (self.obs_space, self.act_space)
+        if cfg.num_env_runners:
+            from distrl.league.remote import RayPlayers
+
+            players: Players = RayPlayers(cfg, *spaces, run, self._choose)
+        else:
+            players = LocalPlayers(cfg, *spaces, run, self._choose, self.generator)
+        if saved:
+            self.generator.set_state(saved["generator"])
+            players.set_state(saved)
+        return players
+
+    def _choose(self, env_index: int = 0) -> dict[str, str]:
+        """A random learner, its opponent by the league, and a random seat for it."""
+        learners = self.league.learners()
+        learner = learners[int(self.rng.integers(len(learners)))]
+        opponent = self.league.get_match(learner, self.rng)
+        seat = int(self.rng.integers(len(self.agents)))
+        return {a: learner if k == seat else opponent for k, a in enumerate(self.agents)}
+
+    def iterate(self) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        learners = self.league.learners()
+        results, env_steps = self.players.play(learners,
+                                               self.config.train_batch_size * len(learners))
+        t1 = time.perf_counter()
+        metrics: dict[str, Any] = {}
+        for pid, out in self.players.train().items():
+            metrics.update({f"learner/{pid}/{k}": v for k, v in out.items()})
+        for result in results:
+            ids = sorted(set(result.policies.values()))
+            if len(ids) == 2:
+                self.league.record(ids[0], ids[1], outcome(result, ids[0], ids[1]))
+        metrics.update(self._snapshots())
+        t2 = time.perf_counter()
+        # main_0's seats (two per self-play game), each with its game's length.
+        seats = [(r, res.length) for res in results for a, r in res.returns.items()
+                 if res.policies[a] == "main_0"]
+        main_returns = np.array([r for r, _ in seats], np.float32)
+        lengths = np.array([n for _, n in seats], np.int64)
+        metrics = {**self.progress.add(env_steps, main_returns, lengths), **metrics,
+                   "time/sample_s": t1 - t0, "time/learn_s": t2 - t1,
+                   "env/steps_per_s": env_steps / (t2 - t0),
+                   "league/matches_per_s": len(results) / (t2 - t0),
+                   "league/num_policies": len(self.league.players),
+                   **self.players.metrics()}
+        every = self.config.league_eval_interval
+        if every and self.progress.iteration % every == 0:
+            metrics.update(self.evaluate())
+        return metrics
+
+    def _snapshots(self) -> dict[str, Any]:
+        """Freeze qualifying learners (a copy of the weights), reset exploiters."""
+        taken = []
+        steps = self.players.env_steps()
+        for pid in self.league.learners():
+            if not self.league.ready_to_snapshot(pid, steps[pid]):
+                continue
+            snap = self.league.snapshot(pid, steps[pid])
+            self.players.freeze(pid, snap)
+            taken.append(snap)
+            if self.league.should_reset(pid, self.rng):
+                self.players.reset(pid)
+        return {"league/snapshots_taken": len(taken)}
+
+    def evaluate(self) -> dict[str, float]:
+        """Each main agent plays league_eval_games greedy games against the random
+        player and league_eval_member_games against every other learner and its own
+        newest snapshot, half in each seat; the results move the Elo ratings. On
+        OpenSpiel games also its exact NashConv (of its sampling policy)."""
+        out: dict[str, float] = {}
+        policies, run = self.players.acting(), self.start.run
+        for pid in self.league.learners("main_agent"):
+            for opponent, games in self._eval_opponents(pid):
+                results = play_matches(run.env, run.env_config, policies,
+                                       {pid, opponent} - {RANDOM}, pid, opponent, games)
+                for r in results:
+                    self.league.elo.update(pid, opponent, outcome(r, pid, opponent))
+                rates = win_draw_loss(results, pid, opponent)
+                out[f"league/win_rate/{pid}_vs_{opponent}"] = rates[0]
+                out[f"league/draw_rate/{pid}_vs_{opponent}"] = rates[1]
+            if str(run.env).startswith("openspiel:"):
+                out[f"league/nash_conv/{pid}"] = policy_nash_conv(run.env, run.env_config,
+                                                            policies[pid])
+        out.update({f"league/elo/{p}": r for p, r in self.league.elo.ratings.items()})
+        return out
+
+    def _eval_opponents(self, pid: str) -> list[tuple[str, int]]:
+        games = self.config.league_eval_member_games
+        members = [o for o in self.league.learners() if o != pid]
+        members += self.league.snapshots(parent=pid)[-1:]
+        return [(RANDOM, self.config.league_eval_games)] + [(o, games) for o in members
+                                                            if games]
+
+    def should_stop(self, metrics: dict[str, Any]) -> str | None:
+        target = self.config.stop_win_rate
+        rates = [v for k, v in metrics.items()
+                 if k.startswith("league/win_rate/main_") and k.endswith("_vs_random")]
+        if target is not None and rates and min(rates) >= target:
+            return "stop_win_rate"
+        return None
+
+    def main_module(self) -> torch.nn.Module:
+        return self.players.module("main_0")
+
+    def save(self) -> Path:
+        state = self.players.get_state()
+        main = state["weights"]["main_0"]
+        return save_run(self.start, self.progress,
+                        policy_files(main, self.obs_space, self.act_space, self.config.model),
+                        {**state, "generator": self.generator.get_state()}, [],
+                        {"league": self.league.to_json(), "rng": self.rng.bit_generator.state})
+
+    def close(self) -> None:
+        self.players.close()
+

@@ -1,0 +1,152 @@
+"""ActorCritic: PPO's network (policy head as distribution inputs, value head), with
+an optional observation filter in its buffers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from distrl.core.filters import RunningStats
+from distrl.models.config import ModelConfig
+from distrl.models.distributions import Categorical, DiagGaussian, Distribution
+from distrl.models.encoders import (
+    ACTIVATIONS,
+    ConvEncoder,
+    cached_params,
+    check_spaces,
+    discrete_start,
+    encode,
+    encoder_for,
+    input_dim,
+    linear_layers,
+    lookup_params,
+    mlp,
+    named_layers,
+)
+
+
+def check_filterable(obs_space: gym.Space, encoder: ConvEncoder | None) -> None:
+    if encoder is not None or isinstance(obs_space, gym.spaces.Discrete):
+        raise ValueError(f"observation_filter='MeanStdFilter' normalizes flat Box "
+                         f"observations, not {obs_space}; leave it at 'NoFilter'.")
+
+
+OBS_CLIP = 10.0  # RLlib's MeanStdFilter and SB3's VecNormalize clip normalized obs here
+
+
+class ActorCritic(nn.Module):
+    """Policy head (distribution inputs) and value head over the observation's features:
+    a conv stack shared by both heads for images, the flat observation otherwise."""
+
+    def __init__(self, obs_space: gym.Space, act_space: gym.Space, cfg: ModelConfig):
+        super().__init__()
+        check_spaces(obs_space, act_space)
+        self.discrete_obs = isinstance(obs_space, gym.spaces.Discrete)
+        self.obs_start = discrete_start(obs_space)
+        self.encoder = encoder_for(obs_space, cfg)
+        self.obs_dim = input_dim(obs_space, self.encoder)
+        self.dist: Distribution = (
+            Categorical if isinstance(act_space, gym.spaces.Discrete) else DiagGaussian
+        )
+        n_out = int(act_space.n) if self.dist is Categorical else int(act_space.shape[0])
+        self.activation = ACTIVATIONS[cfg.activation]
+        self.vf_activation = ACTIVATIONS[cfg.vf_activation or cfg.activation]
+        init = cfg.ortho_init
+        sizes = [self.obs_dim, *cfg.hiddens]
+        vf_sizes = [self.obs_dim, *(cfg.vf_hiddens or cfg.hiddens)]
+        if cfg.vf_share_layers:
+            self.shared = linear_layers(sizes[:-1], sizes[-1], math.sqrt(2), init)
+            sizes = vf_sizes = sizes[-1:]
+        else:
+            self.shared = nn.ModuleList()
+        head_log_std = self.dist is DiagGaussian and not cfg.free_log_std
+        self.pi = linear_layers(sizes, 2 * n_out if head_log_std else n_out, 0.01, init)
+        self.vf = linear_layers(vf_sizes, 1, 1.0, init)
+        if head_log_std:  # the head's log-std half starts at log_std_init
+            nn.init.constant_(self.pi[-1].bias[n_out:], cfg.log_std_init)
+        # State-independent log-std, as in the PPO paper's continuous-control setup.
+        self.log_std = (nn.Parameter(torch.full((n_out,), cfg.log_std_init))
+                        if self.dist is DiagGaussian and cfg.free_log_std else None)
+        self.filtered = cfg.observation_filter == "MeanStdFilter"
+        if self.filtered:
+            check_filterable(obs_space, self.encoder)
+            self.register_buffer("obs_mean", torch.zeros(self.obs_dim))
+            self.register_buffer("obs_var", torch.ones(self.obs_dim))
+            self.register_buffer("obs_count", torch.zeros(()))
+        self._cache_params()
+
+    def _cache_params(self) -> None:
+        self._params, self._keys = cached_params([
+            named_layers("encoder.convs", self.encoder.convs if self.encoder is not None else None),
+            named_layers("shared", self.shared), named_layers("pi", self.pi),
+            named_layers("vf", self.vf)])
+
+    def _apply(self, fn, recurse=True):  # .to(), .cuda(), ...: parameters may be new tensors
+        out = super()._apply(fn, recurse)
+        self._cache_params()
+        return out
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        out = super().load_state_dict(state_dict, strict=strict, assign=assign)
+        self._cache_params()  # assign=True replaces the parameter objects themselves
+        return out
+
+    def obs_stats(self) -> RunningStats:
+        """The observation filter's statistics (what runners act with)."""
+        count = float(self.obs_count)
+        return RunningStats(count, self.obs_mean.double().cpu().numpy(),
+                            self.obs_var.double().cpu().numpy() * count)
+
+    def update_obs_filter(self, delta: RunningStats) -> None:
+        """Merge an iteration's observation statistics (call after the update, so the
+        batch was learned with the statistics it was sampled with)."""
+        merged = self.obs_stats().merge(delta)
+        with torch.no_grad():
+            self.obs_mean.copy_(torch.as_tensor(merged.mean))
+            self.obs_var.copy_(torch.as_tensor(merged.var))
+            self.obs_count.fill_(merged.count)
+
+    def normalize(self, x: torch.Tensor, params: dict[str, torch.Tensor] | None) -> torch.Tensor:
+        buffers = self if params is None else None
+        mean = self.obs_mean if buffers else params["obs_mean"]
+        var = self.obs_var if buffers else params["obs_var"]
+        return ((x - mean) / torch.sqrt(var + 1e-8)).clamp(-OBS_CLIP, OBS_CLIP)
+
+    def forward(self, obs: torch.Tensor, params: dict[str, torch.Tensor] | None = None,
+                value: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns (distribution inputs [B, D], values [B]).
+
+        ``params`` (state_dict names -> tensors) replaces the module's own parameters for
+        this call: one skeleton can then act for many policies whose weights live
+        elsewhere, e.g. as views of shared memory (distrl.store.policy_cache). ``value=False``
+        skips the value head (half the work of a league opponent's move) and returns
+        zeros for the values.
+        """
+        if params is None:
+            (conv, shared, pi, vf), log_std = self._params, self.log_std
+        else:
+            (conv, shared, pi, vf) = lookup_params(self._keys, params)
+            log_std = params.get("log_std")
+        x = encode(obs, self.encoder, self.discrete_obs, self.obs_start, self.obs_dim, conv)
+        if self.filtered:
+            x = self.normalize(x, params)
+        h = mlp(shared, x, True, self.activation)
+        out = mlp(pi, h, False, self.activation)
+        if log_std is not None:
+            out = torch.cat([out, log_std.expand_as(out)], dim=-1)
+        if not value:
+            return out, out.new_zeros(out.shape[0])
+        return out, mlp(vf, h, False, self.vf_activation).squeeze(-1)
+
+    def act(self, obs: torch.Tensor, generator: torch.Generator | None
+            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Sampled actions and what PPO's post-processing keeps (sampling.Policy)."""
+        dist_inputs, values = self(obs)
+        actions = self.dist.sample(dist_inputs, generator)
+        logp = self.dist.log_prob(dist_inputs, actions)
+        return actions, {"logp": logp, "dist_inputs": dist_inputs, "values": values}
+

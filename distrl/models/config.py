@@ -1,0 +1,52 @@
+"""ModelConfig: the network knobs every algorithm shares (RLlib's names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Networks; RLlib's names where RLlib has one. Image observations (see is_image) go
+    through a conv stack first and the dense layers (hiddens) follow it: for Atari,
+    ``ModelConfig(hiddens=(512,), activation="relu")`` is Nature DQN's network."""
+
+    hiddens: tuple[int, ...] = (64, 64)
+    """Hidden layer sizes of the policy (and value) MLP, after the conv stack for images."""
+    activation: Literal["tanh", "relu"] = "tanh"
+    """Activation between hidden layers."""
+    vf_share_layers: bool = False
+    """Share the hidden layers between policy and value function (then tune vf_loss_coeff)."""
+    conv_filters: tuple[tuple[int, int, int], ...] | None = None
+    """Conv layers for image observations as (out_channels, kernel, stride); None: Nature
+    DQN's ((32, 8, 4), (64, 4, 2), (64, 3, 1)). Ignored for flat observations."""
+    conv_activation: Literal["relu", "tanh"] = "relu"
+    """Activation after each conv layer."""
+    vf_hiddens: tuple[int, ...] | None = None
+    """Hidden sizes of the value MLP (None: hiddens); ignored with vf_share_layers."""
+    vf_activation: Literal["tanh", "relu"] | None = None
+    """Activation of the value MLP (None: activation)."""
+    free_log_std: bool = True
+    """Box actions: a state-independent log-std parameter (PPO paper); False: the policy
+    head outputs the log-std too."""
+    log_std_init: float = 0.0
+    """Initial log-std of Box actions (SB3's log_std_init; -0.5 .. -2 suit MuJoCo)."""
+    ortho_init: bool = True
+    """Orthogonal initialisation (gain sqrt(2), 0.01 for the policy head, 1 for the value
+    head) as in SB3/CleanRL; False: torch's default."""
+    observation_filter: Literal["NoFilter", "MeanStdFilter"] = "NoFilter"
+    """MeanStdFilter: normalize flat observations by running mean/std (clipped to +-10);
+    the statistics live in the network's buffers, so checkpoints and eval apply them."""
+
+    def __post_init__(self) -> None:
+        if not self.hiddens or any(h <= 0 for h in self.hiddens):
+            raise ValueError(
+                f"`hiddens` {self.hiddens} must be non-empty positive sizes, e.g. (64, 64)."
+            )
+        if self.conv_filters is not None and (
+                not self.conv_filters or any(len(f) != 3 or min(f) <= 0
+                                             for f in self.conv_filters)):
+            raise ValueError(f"`conv_filters` {self.conv_filters} must be (out_channels, "
+                             "kernel, stride) triples of positive ints, e.g. ((16, 8, 4),).")
+

@@ -1,0 +1,93 @@
+"""Action distributions as tiny stateless classes over a tensor of "distribution inputs"
+(logits, or mean and log-std), so that batches carry plain tensors and the KL to the
+sampling policy can be computed from stored inputs. They skip torch.distributions'
+argument validation and object construction: on CartPole-sized nets that overhead
+is a large share of a forward pass.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+MASKED_LOGIT = -1e9
+"""Logit of an illegal action: exp() underflows to exactly 0, yet stays finite, so
+entropies and KLs see 0 * finite, never 0 * inf = nan."""
+
+
+def mask_logits(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Logits with illegal actions (mask False) set to MASKED_LOGIT; unchanged without a
+    mask. Sampling, the PPO loss and evaluation all apply it, so a masked action is never
+    drawn and carries no probability mass in the gradient."""
+    return logits if mask is None else logits.masked_fill(~mask.bool(), MASKED_LOGIT)
+
+
+class Categorical:
+    """Discrete actions; inputs are logits [B, n]."""
+
+    @staticmethod
+    def log_prob(inputs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        logp = torch.log_softmax(inputs, dim=-1)
+        return logp.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+    @staticmethod
+    def entropy(inputs: torch.Tensor) -> torch.Tensor:
+        logp = torch.log_softmax(inputs, dim=-1)
+        return -(logp.exp() * logp).sum(-1)
+
+    @staticmethod
+    def kl(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        """KL(old || new) per row."""
+        old_logp = torch.log_softmax(old, dim=-1)
+        return (old_logp.exp() * (old_logp - torch.log_softmax(new, dim=-1))).sum(-1)
+
+    @staticmethod
+    def sample(inputs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        # Gumbel-max: one rand + argmax, cheaper than torch.multinomial on small batches.
+        u = torch.rand(inputs.shape, generator=generator).clamp_(1e-12, 1.0)
+        return torch.argmax(inputs - torch.log(-torch.log(u)), dim=-1)
+
+    @staticmethod
+    def greedy(inputs: torch.Tensor) -> torch.Tensor:
+        return torch.argmax(inputs, dim=-1)
+
+
+class DiagGaussian:
+    """Continuous actions; inputs are [mean, log_std] concatenated on the last axis."""
+
+    @staticmethod
+    def _split(inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean, log_std = torch.chunk(inputs, 2, dim=-1)
+        return mean, log_std
+
+    @staticmethod
+    def log_prob(inputs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        mean, log_std = DiagGaussian._split(inputs)
+        z = (actions - mean) / log_std.exp()
+        return (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+
+    @staticmethod
+    def entropy(inputs: torch.Tensor) -> torch.Tensor:
+        _, log_std = DiagGaussian._split(inputs)
+        return (log_std + 0.5 * math.log(2 * math.pi * math.e)).sum(-1)
+
+    @staticmethod
+    def kl(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        m0, s0 = DiagGaussian._split(old)
+        m1, s1 = DiagGaussian._split(new)
+        var0, var1 = (2 * s0).exp(), (2 * s1).exp()
+        return (s1 - s0 + (var0 + (m0 - m1).pow(2)) / (2 * var1) - 0.5).sum(-1)
+
+    @staticmethod
+    def sample(inputs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        mean, log_std = DiagGaussian._split(inputs)
+        return mean + log_std.exp() * torch.randn(mean.shape, generator=generator)
+
+    @staticmethod
+    def greedy(inputs: torch.Tensor) -> torch.Tensor:
+        return DiagGaussian._split(inputs)[0]
+
+
+Distribution = type[Categorical] | type[DiagGaussian]
+

@@ -1,0 +1,136 @@
+"""EnvRunner: PPO's sampler, an EnvLoop driven by an inference copy of the ActorCritic,
+whose steps become GAE fragments. A plain class: used directly in-process, and made a
+Ray actor by distrl.ppo.remote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from distrl.core.envs import EnvSpec
+from distrl.core.filters import RunningStats, discounted_returns
+from distrl.core.returns import gae
+from distrl.core.sampling import EnvLoop, Trajectory
+from distrl.core.types import Rollout
+from distrl.models.actor_critic import ActorCritic
+from distrl.models.config import ModelConfig
+from distrl.store.policy_cache import readonly_tensor
+
+Weights = dict[str, np.ndarray]
+
+
+REWARD_CLIP = 10.0  # scaled rewards are clipped here (SB3's VecNormalize clip_reward)
+
+
+class EnvRunner:
+    """One EnvLoop plus an inference copy of the policy."""
+
+    def __init__(self, env: EnvSpec, num_envs: int, model: ModelConfig, gamma: float,
+                 lambda_: float, seed: int, env_config: dict[str, Any] | None = None,
+                 normalize_rewards: bool = False):
+        self.loop = EnvLoop(env, num_envs, seed, env_config)
+        self.gamma, self.lambda_ = gamma, lambda_
+        self.model = ActorCritic(*self.loop.spaces(), model)
+        self.model.requires_grad_(False)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.version = -1
+        # Reward scaling: each sub-env's running discounted return, across fragments.
+        self.returns = np.zeros(num_envs) if normalize_rewards else None
+
+    def spaces(self) -> tuple[gym.Space, gym.Space]:
+        return self.loop.spaces()
+
+    def set_weights(self, weights: Weights, version: int) -> None:
+        """Load weights unless this version is already loaded."""
+        if version != self.version:
+            # load_state_dict copies out of Ray's read-only shared memory.
+            self.model.load_state_dict({k: readonly_tensor(v) for k, v in weights.items()})
+            self.version = version
+
+    def sample(self, steps_per_env: int, weights: Weights | None = None, version: int = -1,
+               stop_early: Callable[[int], bool] | None = None,
+               reward_std: float = 1.0) -> Rollout:
+        """Exactly ``steps_per_env x num_envs`` valid samples with GAE advantages (fewer
+        when ``stop_early`` preempts; see EnvLoop.collect). With reward scaling, rewards
+        are divided by ``reward_std`` (the driver's merged std of discounted returns)."""
+        if weights is not None:
+            self.set_weights(weights, version)
+        traj = self.loop.collect(self.model, steps_per_env, self.generator, stop_early)
+        stats = self._statistics(traj)
+        if self.returns is not None:
+            traj.rewards = np.clip(traj.rewards / reward_std, -REWARD_CLIP, REWARD_CLIP)
+        with torch.inference_mode():
+            _, last_values = self.model(torch.from_numpy(traj.next_obs))
+        rollout = gae_rollout(traj, last_values.numpy(), self.gamma, self.lambda_, self.version)
+        rollout.stats = stats
+        return rollout
+
+    def _statistics(self, traj: Trajectory) -> dict[str, RunningStats]:
+        """This fragment's raw observations and discounted returns (valid rows), for the
+        driver to merge into the filters."""
+        stats = {}
+        if self.model.filtered:
+            stats["obs"] = RunningStats.of(traj.obs[traj.valid].reshape(int(traj.valid.sum()), -1))
+        if self.returns is not None:
+            done = traj.terminated | traj.truncated
+            returns, self.returns = discounted_returns(traj.rewards, done, self.returns,
+                                                       self.gamma)
+            stats["returns"] = RunningStats.of(returns[traj.valid][:, None])
+        return stats
+
+    def get_state(self) -> tuple[bytes | None, torch.Tensor, np.ndarray | None]:
+        return self.loop.get_state(), self.generator.get_state(), self.returns
+
+    def set_state(self, state: tuple[bytes | None, torch.Tensor, np.ndarray | None]) -> None:
+        self.loop.set_state(state[0])
+        self.generator.set_state(state[1])
+        self.returns = state[2]
+
+    def close(self) -> None:
+        self.loop.close()
+
+
+def gae_rollout(traj: Trajectory, last_values: np.ndarray, gamma: float, lambda_: float,
+                weights_version: int) -> Rollout:
+    """PPO's post-processing: GAE over every step taken (a later cut bootstraps less),
+    then each env's first ``steps_per_env`` valid samples."""
+    x = traj.extras
+    values = np.concatenate([x["values"], last_values[None]])
+    adv, targets = gae(traj.rewards, values, traj.terminated, traj.truncated, gamma, lambda_)
+    take = traj.first_valid
+    return Rollout(
+        obs=take(traj.obs), actions=take(traj.actions), logp=take(x["logp"]),
+        dist_inputs=take(x["dist_inputs"]), values=take(x["values"]),
+        advantages=take(adv), value_targets=take(targets),
+        episode_returns=traj.episode_returns, episode_lengths=traj.episode_lengths,
+        env_steps=traj.env_steps, weights_version=weights_version,
+    )
+
+
+class LocalRunnerGroup:
+    """The in-process twin of ppo.remote.RayRunnerGroup: one runner, no Ray."""
+
+    def __init__(self, runner: EnvRunner):
+        self.runner = runner
+
+    def sample(self, weights: Weights, version: int, steps_per_env: int,
+               reward_std: float = 1.0) -> list[Rollout]:
+        return [self.runner.sample(steps_per_env, weights, version, reward_std=reward_std)]
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+    def get_states(self) -> list:
+        return [self.runner.get_state()]
+
+    def set_states(self, states: list) -> None:
+        self.runner.set_state(states[0])
+
+    def close(self) -> None:
+        self.runner.close()
+

@@ -1,0 +1,99 @@
+"""PPO's loss and update: clipped surrogate, value loss, entropy bonus, adaptive KL
+penalty (and a league's magnet term), minibatch SGD over one train batch.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from distrl.core.learner import Learner
+from distrl.core.types import PPOBatch
+from distrl.models.distributions import mask_logits
+from distrl.ppo.config import PPOHyperparams
+
+
+def ppo_loss(
+    dist_inputs: torch.Tensor,  # [B, D] current policy
+    values: torch.Tensor,  # [B] current value predictions
+    batch: PPOBatch,
+    cfg: PPOHyperparams,
+    dist,  # Categorical or DiagGaussian
+    kl_coeff: float,
+    entropy_coeff: float,
+    magnet_coeff: float = 0.0,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Total loss and its parts (detached) for one minibatch."""
+    logp = dist.log_prob(dist_inputs, batch.actions)
+    ratio = torch.exp(logp - batch.logp)
+    adv = batch.advantages
+    surrogate = torch.min(adv * ratio, adv * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param))
+    policy_loss = -surrogate.mean()
+    entropy = dist.entropy(dist_inputs).mean()
+    vf_err = (values - batch.value_targets).pow(2)
+    if cfg.vf_clip_param is not None:
+        vf_err = vf_err.clamp(max=cfg.vf_clip_param)
+    vf_loss = vf_err.mean()
+    loss = policy_loss + cfg.vf_loss_coeff * vf_loss - entropy_coeff * entropy
+    parts = {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
+    if cfg.use_kl_loss and kl_coeff > 0:  # skipped otherwise: it costs a softmax per step
+        parts["kl"] = dist.kl(batch.dist_inputs, dist_inputs).mean()
+        loss = loss + kl_coeff * parts["kl"]
+    if magnet_coeff > 0 and batch.magnet_dist_inputs is not None:
+        parts["magnet_kl"] = dist.kl(dist_inputs, batch.magnet_dist_inputs).mean()
+        loss = loss + magnet_coeff * parts["magnet_kl"]
+    return loss, {k: v.detach() for k, v in parts.items()}
+
+
+def update_kl_coeff(kl_coeff: float, kl: float, kl_target: float) -> float:
+    """RLlib's adaptive rule: x1.5 above 2 x target, x0.5 below target / 2."""
+    if kl > 2.0 * kl_target:
+        return kl_coeff * 1.5
+    if kl < 0.5 * kl_target:
+        return kl_coeff * 0.5
+    return kl_coeff
+
+
+def ppo_update(
+    learner: Learner,
+    batch: PPOBatch,
+    cfg: PPOHyperparams,
+    kl_coeff: float,
+    entropy_coeff: float,
+    generator: torch.Generator | None = None,
+    num_minibatches: int | None = None,
+    magnet_coeff: float = 0.0,
+) -> dict[str, float]:
+    """num_epochs of minibatch SGD on one train batch; returns mean metrics.
+
+    Each epoch splits the batch into ``num_minibatches`` near-equal parts (default
+    ceil(len / minibatch_size)); DD-PPO fixes the count so that every worker steps
+    equally often (its all-reduce runs in the learner's grad hook) even when preemption
+    cut its batch short. The reported ``kl`` is KL(sampling || updated policy) over the
+    whole batch after the last step, the quantity the KL coefficient adapts to.
+    """
+    model = learner.model
+    n = len(batch)
+    parts_per_epoch = num_minibatches or -(-n // cfg.minibatch_size)
+    sums: dict[str, torch.Tensor] = {}
+    steps = 0
+    for _ in range(cfg.num_epochs):
+        order = torch.randperm(n, generator=generator) if cfg.shuffle else torch.arange(n)
+        for idx in torch.tensor_split(order, parts_per_epoch):
+            mb = batch.index(idx)
+            if cfg.advantage_normalization == "minibatch" and len(mb) > 1:
+                adv = mb.advantages
+                mb.advantages = (adv - adv.mean()) / (adv.std() + 1e-8)
+            dist_inputs, values = model(mb.obs)
+            dist_inputs = mask_logits(dist_inputs, mb.action_mask)
+            loss, parts = ppo_loss(dist_inputs, values, mb, cfg, model.dist, kl_coeff,
+                                   entropy_coeff, magnet_coeff)
+            parts.update(learner.step(loss, len(mb)))
+            for k, v in parts.items():
+                sums[k] = sums.get(k, 0.0) + v
+            steps += 1
+    metrics = {k: float(v) / steps for k, v in sums.items()}
+    with torch.no_grad():
+        dist_inputs = mask_logits(model(batch.obs)[0], batch.action_mask)
+        metrics["kl"] = float(model.dist.kl(batch.dist_inputs, dist_inputs).mean())
+    return metrics
+

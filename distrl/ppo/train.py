@@ -1,0 +1,144 @@
+"""train_ppo: sample with env runners, update one Learner in the driver, repeat.
+
+The loop is the same in-process (num_env_runners=0, no Ray imported) and on Ray; only
+the runner group differs.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from distrl.core.config import RunConfig
+from distrl.core.envs import env_spaces
+from distrl.core.filters import RunningStats, stats_from_json, stats_to_json
+from distrl.core.learner import Learner
+from distrl.core.loop import (
+    Progress,
+    Start,
+    drive,
+    learner_device,
+    policy_files,
+    save_run,
+    start_run,
+)
+from distrl.core.sampling import seed_for
+from distrl.core.types import PPOBatch, Rollout
+from distrl.models.actor_critic import ActorCritic
+from distrl.ppo.config import PPOConfig
+from distrl.ppo.env_runner import EnvRunner, LocalRunnerGroup
+from distrl.ppo.loss import ppo_update, update_kl_coeff
+
+
+def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None) -> dict[str, Any]:
+    """Train PPO until a stop condition holds; returns the final metrics and checkpoint path.
+
+    With ``run.resume`` the configs come from the checkpoint; fields set here that
+    differ from the defaults change them (each change is reported).
+    """
+    start = start_run("ppo", config or PPOConfig(), run or RunConfig())
+    config, run = start.config, start.run
+    device = learner_device(run.device)
+    runners, ray_start_s = _make_runners(config, run)
+    try:
+        obs_space, act_space = (runners.runner.spaces() if isinstance(runners, LocalRunnerGroup)
+                                else env_spaces(run.env, run.env_config))
+        model = ActorCritic(obs_space, act_space, config.model).to(device)
+        learner = Learner(model, config.lr_at(0), config.grad_clip)
+        generator = torch.Generator().manual_seed(run.seed)  # minibatch shuffling
+        progress = start.progress()
+        kl_coeff = start.algo_state().get("kl_coeff", config.kl_coeff)
+        returns = stats_from_json(start.algo_state().get("returns"))  # reward scaling
+        if start.ckpt is not None:
+            _restore(start, learner, generator, runners)
+    except BaseException:
+        runners.close()
+        raise
+
+    def iterate() -> dict[str, Any]:
+        nonlocal kl_coeff, returns
+        metrics, kl_coeff, returns = _iteration(config, learner, runners, progress, kl_coeff,
+                                                returns, generator, device)
+        return metrics
+
+    def save() -> Path:
+        return save_run(start, progress,
+                        policy_files(model.state_dict(), obs_space, act_space, config.model),
+                        {"optimizer": learner.get_state()["optimizer"],
+                         "generator": generator.get_state()},
+                        runners.get_states(),
+                        {"kl_coeff": kl_coeff, "returns": stats_to_json(returns)})
+
+    return drive(start, progress, iterate, save, runners.close, ray_start_s, lambda: model)
+
+
+def _iteration(config: PPOConfig, learner: Learner, runners, p: Progress, kl_coeff: float,
+               returns: RunningStats, generator: torch.Generator, device: torch.device
+               ) -> tuple[dict[str, Any], float, RunningStats]:
+    t0 = time.perf_counter()
+    reward_std = float(np.sqrt(returns.var[0] + 1e-8)) if returns.count else 1.0
+    rollout = Rollout.concat(runners.sample(learner.weights(), p.iteration,
+                                            config.fragment_length(), reward_std))
+    t1 = time.perf_counter()
+    lr = config.lr_at(p.env_steps)
+    entropy_coeff = config.entropy_coeff_at(p.env_steps)
+    learner.set_lr(lr)
+    batch = PPOBatch.from_rollout(rollout, device)
+    metrics = ppo_update(learner, batch, config, kl_coeff, entropy_coeff, generator)
+    new_kl_coeff = (update_kl_coeff(kl_coeff, metrics["kl"], config.kl_target)
+                    if config.use_kl_loss else kl_coeff)
+    # After the update: the batch was learned with the statistics it was sampled with.
+    if "obs" in rollout.stats:
+        learner.model.update_obs_filter(rollout.stats["obs"])
+    if "returns" in rollout.stats:
+        returns = returns.merge(rollout.stats["returns"])
+    t2 = time.perf_counter()
+    return {
+        **p.add(rollout.env_steps, rollout.episode_returns, rollout.episode_lengths),
+        "time/sample_s": t1 - t0,
+        "time/learn_s": t2 - t1,
+        "env/steps_per_s": rollout.env_steps / (t2 - t0),
+        **runners.metrics(),
+        **{f"learner/{k}": v for k, v in metrics.items()},
+        "learner/kl_coeff": kl_coeff,
+        "learner/lr": lr,
+        "learner/entropy_coeff": entropy_coeff,
+        "learner/batch_size": len(batch),
+        "learner/reward_std": reward_std,
+    }, new_kl_coeff, returns
+
+
+def _make_runners(config: PPOConfig, run: RunConfig):
+    def kwargs(index: int, restart: int) -> dict[str, Any]:
+        return dict(env=run.env, num_envs=config.num_envs_per_env_runner, model=config.model,
+                    gamma=config.gamma, lambda_=config.gae_lambda,
+                    seed=seed_for(run.seed, index, restart), env_config=run.env_config,
+                    normalize_rewards=config.normalize_rewards)
+
+    if config.num_env_runners == 0:
+        return LocalRunnerGroup(EnvRunner(**kwargs(0, 0))), 0.0
+    from distrl.ppo.remote import RayRunnerGroup
+    from distrl.runtime.cluster import init_ray
+
+    cpus = config.num_env_runners * config.num_cpus_per_env_runner
+    ray_start_s = init_ray(run.address, cpus)
+    group = RayRunnerGroup(kwargs, config.num_env_runners, config.num_cpus_per_env_runner, run)
+    return group, ray_start_s
+
+
+def _restore(start: Start, learner: Learner, generator: torch.Generator, runners) -> None:
+    ckpt = start.ckpt
+    state = ckpt.tensors("learner", "state.pt")
+    learner.set_state({"model": ckpt.tensors("policy", "weights.pt"),
+                       "optimizer": state["optimizer"]})
+    generator.set_state(state["generator"])
+    runner_states = ckpt.trusted("runners", "state.pkl")["runner_states"]
+    if len(runner_states) == max(start.config.num_env_runners, 1):
+        runners.set_states(runner_states)
+    else:
+        print(f"distrl: resume: {len(runner_states)} saved runner states for a different "
+              "runner count; the runners start fresh episodes", flush=True)

@@ -1,0 +1,84 @@
+"""Joining or starting a Ray cluster, and what every remote class gets: ready(), one
+torch thread, peak_rss_mb().
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import socket
+import time
+import uuid
+from typing import Any
+
+import ray
+import torch
+
+CONNECT_TIMEOUT_S = 5.0
+
+
+def init_ray(address: str | None, cpus_needed: float = 0.0) -> float:
+    """Join ``address`` (or $RAY_ADDRESS), else start an embedded local cluster with at
+    least ``cpus_needed`` logical CPUs (more runners than cores then share the cores
+    instead of waiting for ones that never come). Each run gets its own namespace, so
+    named actors (the policy store) of two jobs on one cluster never meet.
+
+    Returns the seconds it took, so start-up can be reported apart from training.
+    """
+    if ray.is_initialized():
+        return 0.0
+    t0 = time.perf_counter()
+    namespace = f"distrl-{uuid.uuid4().hex[:12]}"
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        _check_reachable(address)
+        ray.init(address=address, namespace=namespace, log_to_driver=True)
+    else:
+        cpus = max(os.cpu_count() or 1, math.ceil(cpus_needed))
+        ray.init(num_cpus=cpus, namespace=namespace, include_dashboard=False,
+                 log_to_driver=True)
+    return time.perf_counter() - t0
+
+
+def _check_reachable(address: str) -> None:
+    """One line naming the address, instead of Ray retrying for minutes and then
+    printing a traceback."""
+    if "://" in address or ":" not in address:  # ray://, "auto", "local": Ray's own forms
+        return
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except (OSError, ValueError) as err:
+        raise RuntimeError(
+            f"cannot reach a Ray cluster at {address!r} ({err}). Pass the head node's "
+            "host:port (`ray start --head` prints it; default port 6379), or leave "
+            "--address and $RAY_ADDRESS unset to start a local cluster."
+        ) from None
+
+
+def actor_class(cls: type, torch_threads: int = 1) -> type:
+    """``cls`` as the body of a Ray actor: torch limited to ``torch_threads`` (each actor
+    gets about one CPU, and small nets run fastest on one thread), ``ready()`` for the
+    Supervisor's start-up wait and ``peak_rss_mb()`` for memory benchmarks. The plain
+    class stays free of Ray, for in-process use and unit tests."""
+
+    class Actor(cls):
+        def __init__(self, *args: Any, **kwargs: Any):
+            torch.set_num_threads(torch_threads)
+            super().__init__(*args, **kwargs)
+
+        def ready(self) -> bool:
+            return True
+
+        def peak_rss_mb(self) -> float:
+            return peak_rss_mb()
+
+    Actor.__name__, Actor.__qualname__ = cls.__name__, cls.__qualname__  # Ray's actor name
+    Actor.__doc__ = cls.__doc__
+    return Actor
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

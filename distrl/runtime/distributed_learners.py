@@ -1,0 +1,223 @@
+"""DistributedLearners: the league's learners on Ray, after RLlib's DistributedLearners
+(the seed), with a remove_policy that works.
+
+A learner shard is one ReplayActor (the samples each of its policies has not trained on
+yet) plus up to m PolicyLearner actors pinned to the replay actor's node, so samples move
+between processes of one node only. A PolicyLearner trains PPO through the shared Learner
+on what its shard's replay actor holds for it and publishes every new version to the
+per-node policy store, from which env runners read it.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import ray
+import torch
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from distrl.core.sampling import seed_for
+from distrl.core.types import Rollout
+from distrl.league.config import Magnet
+from distrl.league.trainer import PolicyTrainer
+from distrl.ppo.config import PPOHyperparams
+from distrl.store.policy_cache import PolicySpec, flatten_policy
+from distrl.store.remote import head_store, publish, stop_head_store
+
+
+@ray.remote(num_cpus=0)
+class ReplayActor:
+    """A shard's samples, per policy id, until that policy's learner takes them."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[Rollout]] = {}
+
+    def add(self, policy_id: str, rollout: Rollout) -> int:
+        self.parts.setdefault(policy_id, []).append(rollout)
+        return sum(r.size for r in self.parts[policy_id])
+
+    def take(self, policy_id: str, min_samples: int) -> Rollout | None:
+        """Every held sample of the policy once there are min_samples, else None."""
+        parts = self.parts.get(policy_id, [])
+        if sum(r.size for r in parts) < min_samples or not parts:
+            return None
+        self.parts[policy_id] = []
+        return Rollout.concat(parts)
+
+    def drop(self, policy_id: str) -> None:
+        self.parts.pop(policy_id, None)
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+
+@ray.remote
+class PolicyLearner:
+    """One learning policy (a PolicyTrainer) on its shard's node; publishes each version
+    to the policy store, and frozen snapshots of itself under new ids."""
+
+    def __init__(self, policy_id: str, obs_space: gym.Space, act_space: gym.Space,
+                 config: PPOHyperparams, replay: Any, head: Any, seed: int,
+                 magnet: Magnet):
+        torch.set_num_threads(1)
+        torch.manual_seed(seed)  # initial weights (and those after a reset)
+        self.generator = torch.Generator().manual_seed(seed)  # minibatch shuffles
+        self.policy_id, self.replay, self.head = policy_id, replay, head
+        # A learner given a share of a GPU (DistributedLearners' num_gpus) trains on it.
+        device = "cuda" if ray.get_gpu_ids() and torch.cuda.is_available() else "cpu"
+        self.trainer = PolicyTrainer(obs_space, act_space, config, device, magnet)
+        self.spec = PolicySpec(obs_space, act_space, config.model)
+        self.version = self._publish(policy_id)
+
+    def _publish(self, policy_id: str) -> int:
+        return publish(self.head, policy_id, flatten_policy(self.trainer.model), self.spec)
+
+    def train(self, min_samples: int) -> dict[str, float] | None:
+        """One PPO update on the shard's samples for this policy (None: not enough yet)."""
+        rollout = ray.get(self.replay.take.remote(self.policy_id, min_samples))
+        if rollout is None:
+            return None
+        metrics = self.trainer.update(rollout, self.generator)
+        self.version = self._publish(self.policy_id)
+        return {**metrics, "version": self.version, "samples": rollout.size}
+
+    def env_steps(self) -> int:
+        return self.trainer.env_steps
+
+    def snapshot(self, snapshot_id: str) -> int:
+        """Publish the current weights as a frozen policy; the store owns them, so the
+        snapshot costs this learner nothing and outlives it."""
+        return self._publish(snapshot_id)
+
+    def reset(self) -> int:
+        """Restart from fresh weights (AlphaStar's exploiter reset); publishes them."""
+        self.trainer.reset()
+        self.version = self._publish(self.policy_id)
+        return self.version
+
+    def get_state(self) -> dict[str, Any]:
+        return self.trainer.get_state()
+
+    def set_state(self, state: dict[str, Any]) -> int:
+        self.trainer.set_state(state)
+        self.version = self._publish(self.policy_id)
+        return self.version
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+
+@dataclass
+class Shard:
+    """One replay actor and the learners co-located with it."""
+
+    replay: Any
+    node_id: str
+    capacity: int
+    learners: dict[str, Any] = field(default_factory=dict)
+
+
+class DistributedLearners:
+    """Learner shards for up to ``max_policies`` learning policies.
+
+    Shards: ``num_shards`` or, as in the seed, min(num_gpus or max_policies,
+    max_policies); each holds ceil(max_policies / shards) learners and its GPUs split
+    evenly among them (fractions allowed); shards go round-robin over the cluster's
+    nodes. ``cpus_per_learner`` is what Ray reserves for each learner. Each learner's
+    weights and shuffles are seeded from ``seed`` and its policy id, so a run repeats
+    whatever order policies are added in.
+    """
+
+    def __init__(self, config: PPOHyperparams, max_policies: int, num_shards: int | None = None,
+                 num_gpus: float = 0.0, cpus_per_learner: float = 1.0, seed: int = 0,
+                 magnet: Magnet | None = None):
+        if max_policies <= 0:
+            raise ValueError(f"`max_policies` ({max_policies}) must be > 0.")
+        self.config, self.cpus_per_learner, self.seed = config, cpus_per_learner, seed
+        self.magnet = magnet or Magnet()  # off
+        shards = num_shards or min(int(num_gpus) or max_policies, max_policies)
+        if not 0 < shards <= max_policies:
+            raise ValueError(f"`num_shards` ({shards}) must be in 1..max_policies "
+                             f"({max_policies}).")
+        per_shard = math.ceil(max_policies / shards)
+        self.gpus_per_policy = num_gpus / shards / per_shard
+        self.head = head_store()  # on the driver's node, before any learner looks for it
+        # Shards round-robin over the live nodes, the driver's first: each shard's
+        # learners then use their own node's CPUs/GPUs (Ray's SPREAD is best effort and
+        # stacks zero-CPU actors on one node).
+        here = ray.get_runtime_context().get_node_id()
+        nodes = sorted((n["NodeID"] for n in ray.nodes() if n["Alive"]),
+                       key=lambda n: n != here)
+        self.shards = []
+        for i in range(shards):
+            node = nodes[i % len(nodes)]
+            replay = ReplayActor.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+            self.shards.append(Shard(replay, node, per_shard))
+
+    def add_policy(self, policy_id: str, obs_space: gym.Space, act_space: gym.Space) -> Any:
+        """A learner for the policy on the first shard with room, on its replay's node."""
+        if self.get(policy_id) is not None:
+            raise ValueError(f"policy {policy_id!r} already has a learner.")
+        for shard in self.shards:
+            if len(shard.learners) < shard.capacity:
+                learner = PolicyLearner.options(
+                    num_cpus=self.cpus_per_learner, num_gpus=self.gpus_per_policy,
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(shard.node_id,
+                                                                       soft=False),
+                ).remote(policy_id, obs_space, act_space, self.config, shard.replay,
+                         self.head, seed_for(self.seed, zlib.crc32(policy_id.encode())),
+                         self.magnet)
+                ray.get(learner.node_id.remote())  # started (and published) before use
+                shard.learners[policy_id] = learner
+                return learner
+        raise RuntimeError(f"all {len(self.shards)} learner shards are full "
+                           f"({len(self)} policies): remove a policy or raise max_policies.")
+
+    def remove_policy(self, policy_id: str) -> None:
+        """Stop its learner, free its slot, drop its samples and remove it from the store
+        (runners drop it from their caches at their next refresh)."""
+        for shard in self.shards:
+            learner = shard.learners.pop(policy_id, None)
+            if learner is not None:
+                ray.kill(learner)
+                ray.get(shard.replay.drop.remote(policy_id))
+                ray.get(self.head.remove.remote(policy_id))
+                return
+        raise KeyError(f"no learner for policy {policy_id!r}.")
+
+    def get(self, policy_id: str) -> tuple[Any, Any] | None:
+        """(learner, replay actor) of a policy, or None."""
+        for shard in self.shards:
+            if policy_id in shard.learners:
+                return shard.learners[policy_id], shard.replay
+        return None
+
+    def policy_id_of(self, learner: Any) -> str | None:
+        for pid, actor, _ in self:
+            if actor == learner:
+                return pid
+        return None
+
+    def __iter__(self) -> Iterator[tuple[str, Any, Any]]:
+        for shard in self.shards:
+            for pid, learner in shard.learners.items():
+                yield pid, learner, shard.replay
+
+    def __len__(self) -> int:
+        return sum(len(s.learners) for s in self.shards)
+
+    def stop(self) -> None:
+        """Stop every learner and replay actor, and the policy store with its weights."""
+        for shard in self.shards:
+            for learner in shard.learners.values():
+                ray.kill(learner)
+            ray.kill(shard.replay)
+            shard.learners.clear()
+        stop_head_store(self.head)
+
