@@ -21,7 +21,14 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from distrl.apex.config import ApexConfig
-from distrl.apex.roles import ApexActor, DQNLearner, ReplayShard, WeightSync, updates_due
+from distrl.apex.roles import (
+    ApexActor,
+    DQNLearner,
+    ReplayShard,
+    WeightSync,
+    next_shard,
+    updates_due,
+)
 from distrl.core.config import RunConfig
 from distrl.runtime.supervisor import Fault, MakeKwargs, Supervisor, cause
 
@@ -110,7 +117,8 @@ class ApexRuntime:
         self.thread.start()
         self.calls: dict[ray.ObjectRef, _Call] = {}
         self.busy_actors: set[int] = set()
-        self.sample_requests = Counter()  # shard -> requests in flight
+        self.sample_requests = [0] * config.num_shards  # requests in flight per shard
+        self.sampled = [0] * config.num_shards  # transitions sampled from each shard
         self.syncs = [WeightSync(config.max_weight_sync_delay)
                       for _ in range(config.num_workers)]
         self.next_shard = list(range(config.num_workers))  # round robin, offset per actor
@@ -149,14 +157,17 @@ class ApexRuntime:
         if not self._may_train():
             return
         free = self.config.learner_queue_size - self.thread.inq.qsize()
-        free -= sum(self.sample_requests.values())
-        for s in range(self.config.num_shards):
-            while free > 0 and self.sample_requests[s] < self.config.replay_requests_per_shard:
-                ref = self.shards.actors[s].sample.remote(self.config.train_batch_size,
-                                                          self.config.prioritized_replay_beta)
-                self.calls[ref] = _Call("sample", s, time.monotonic())
-                self.sample_requests[s] += 1
-                free -= 1
+        free -= sum(self.sample_requests)
+        while free > 0:
+            s = next_shard(self.sample_requests, self.sampled,
+                           self.config.replay_requests_per_shard)
+            if s is None:
+                return
+            ref = self.shards.actors[s].sample.remote(self.config.train_batch_size,
+                                                      self.config.prioritized_replay_beta)
+            self.calls[ref] = _Call("sample", s, time.monotonic())
+            self.sample_requests[s] += 1
+            free -= 1
 
     def _may_train(self) -> bool:
         return updates_due(self.config, self.stored, self.learner.trained - self.trained0) > 0
@@ -196,6 +207,7 @@ class ApexRuntime:
             self.sample_requests[call.slot] -= 1
             if result is not None:
                 self.counts["sampled_by_shards"] += self.config.train_batch_size
+                self.sampled[call.slot] += self.config.train_batch_size
                 self.thread.inq.put((call.slot, result))
 
     def _count_fragment(self, i: int, stats: dict[str, Any], out: dict[str, Any]) -> None:
@@ -261,6 +273,7 @@ class ApexRuntime:
                 "replay/bytes_per_transition": float(np.mean(bytes_per)) if bytes_per else 0.0,
                 "learner/queue_size": float(self.thread.inq.qsize()),
                 "apex/weight_syncs": float(self.counts["weight_syncs"]),
+                **{f"replay/sampled/{s}": float(n) for s, n in enumerate(self.sampled)},
                 **self.actors.metrics(), **self.shards.metrics()}
 
     def close(self) -> None:

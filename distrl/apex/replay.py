@@ -96,12 +96,15 @@ class PrioritizedReplay:
     """A ring of n-step transitions with proportional priorities; observations are rows
     of a frame ring (see types.NStepFragment), each frame stored once.
 
-    Sampled ``indices`` are absolute insertion ids (slot = id % capacity): a priority
-    update for a slot overwritten since it was sampled is ignored (RLlib bug ray#6534).
+    Sampled ``indices`` are absolute insertion ids (slot = id % capacity), counted from
+    ``first_id``: a priority update for a slot overwritten since it was sampled is ignored
+    (RLlib bug ray#6534), and so is one for an id below ``first_id`` (a replaced shard
+    starts past every id its predecessor handed out).
     """
 
     def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype,
-                 frame_stack: int = 1, alpha: float = 0.6, eps: float = 1e-6):
+                 frame_stack: int = 1, alpha: float = 0.6, eps: float = 1e-6,
+                 first_id: int = 0):
         if capacity < 1:
             raise ValueError(f"replay `capacity` ({capacity}) must be >= 1.")
         self.capacity, self.alpha, self.eps = capacity, alpha, eps
@@ -120,8 +123,8 @@ class PrioritizedReplay:
         self.reward_discount = np.zeros((capacity, 2), dtype=np.float32)
         self.first_frame = np.zeros(capacity, dtype=np.int64)  # of the transition's fragment
         self.sum_tree, self.min_tree = SumTree(capacity), MinTree(capacity)
-        self.added = 0  # transitions ever added (the next id)
-        self.valid_from = 0  # ids below this are gone (ring or frame overwrite)
+        self.added = first_id  # the next id: first_id + transitions ever added
+        self.valid_from = first_id  # ids below this are gone (ring or frame overwrite)
         self.frames_written = 0
         self.max_priority = 1.0
         self.evicted_by_frames = 0

@@ -110,9 +110,10 @@ class ReplayShard:
     """One PrioritizedReplay with its own sampling RNG and throughput counters."""
 
     def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype: str,
-                 frame_stack: int, alpha: float, eps: float, seed: int):
+                 frame_stack: int, alpha: float, eps: float, seed: int, first_id: int = 0):
         self.replay = PrioritizedReplay(capacity, obs_shape, np.dtype(obs_dtype),
-                                        frame_stack=frame_stack, alpha=alpha, eps=eps)
+                                        frame_stack=frame_stack, alpha=alpha, eps=eps,
+                                        first_id=first_id)
         self.rng = np.random.default_rng(seed)
         self.sampled = 0
 
@@ -242,6 +243,21 @@ def updates_due(config: ApexConfig, stored: int, trained: int) -> int:
     if ratio is None:
         return 1
     return max(0, math.ceil((ratio * stored - trained) / config.train_batch_size))
+
+
+SHARD_ID_SPAN = 1 << 48
+"""Insertion ids a shard incarnation may hand out: the r-th replacement of a shard
+counts its ids from r x SHARD_ID_SPAN, so a priority update still in flight for its dead
+predecessor finds no id of the new shard and is dropped (PrioritizedReplay first_id)."""
+
+
+def next_shard(in_flight: list[int], sampled: list[int], limit: int) -> int | None:
+    """The shard to ask for the next replayed batch: of those with fewer than ``limit``
+    requests in flight, the one with the fewest, then the one sampled least so far. When
+    the learner is the bottleneck every shard is then sampled alike (taking free slots in
+    shard order gave shard 0 nearly all of them). None when all are at the limit."""
+    open_shards = [s for s, n in enumerate(in_flight) if n < limit]
+    return min(open_shards, key=lambda s: (in_flight[s], sampled[s]), default=None)
 
 
 @dataclass

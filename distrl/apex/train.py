@@ -14,6 +14,7 @@ import numpy as np
 from distrl.apex.config import ApexConfig
 from distrl.apex.dqn import epsilon_ladder, low_epsilon_workers
 from distrl.apex.roles import (
+    SHARD_ID_SPAN,
     ApexActor,
     ApexEngine,
     DQNLearner,
@@ -89,7 +90,8 @@ def make_engine(config: ApexConfig, run: RunConfig, learner: DQNLearner, obs_spa
         return dict(capacity=config.shard_capacity, obs_shape=tuple(obs_space.shape),
                     obs_dtype=str(obs_space.dtype), frame_stack=frame_stack(obs_space),
                     alpha=config.prioritized_replay_alpha, eps=config.prioritized_replay_eps,
-                    seed=seed_for(run.seed, 10_000 + s, restart))
+                    seed=seed_for(run.seed, 10_000 + s, restart),
+                    first_id=restart * SHARD_ID_SPAN)
 
     reporting = set(low_epsilon_workers(epsilons).tolist())  # actors, or in-process envs
     if config.num_workers == 0:

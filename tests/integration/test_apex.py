@@ -12,7 +12,7 @@ import ray as ray_module
 import torch
 
 from distrl import ApexConfig, ModelConfig, RunConfig
-from distrl.apex.roles import DQNLearner
+from distrl.apex.roles import SHARD_ID_SPAN, DQNLearner
 from distrl.apex.train import make_engine
 
 SPACES = (gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))
@@ -96,6 +96,24 @@ def test_killed_actor_and_killed_shard_are_replaced(ray_local):
         assert m["faults/restarts/replay_shards"] == 1
         assert m["replay/lost"] >= size  # the dead shard's transitions are reported lost
         assert all(s["size"] > 0 for s in shard_stats(engine))  # the new shard fills up
+        # Its ids start past its predecessor's: in-flight priority updates for the dead
+        # shard's ids cannot land on the new shard's transitions.
+        _, ids, _ = ray_module.get(engine.shards.actors[1].sample.remote(64, 0.4))
+        assert ids.min() >= SHARD_ID_SPAN
+        _, ids0, _ = ray_module.get(engine.shards.actors[0].sample.remote(64, 0.4))
+        assert ids0.max() < SHARD_ID_SPAN
+    finally:
+        engine.close()
+
+
+def test_a_learner_bound_run_samples_both_shards_alike(ray_local):
+    engine, learner = runtime(num_workers=1, replay_requests_per_shard=2,
+                              learner_queue_size=4)
+    try:
+        engine.iterate(min_time_s=4.0, min_env_steps=3_000)
+        m = engine.metrics()
+        sampled = [m["replay/sampled/0"], m["replay/sampled/1"]]
+        assert learner.updates > 20 and min(sampled) / max(sampled) >= 0.7, sampled
     finally:
         engine.close()
 

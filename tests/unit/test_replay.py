@@ -196,3 +196,18 @@ def test_errors_say_what_to_change():
         PrioritizedReplay(0, (4,), np.float32)
     with pytest.raises(ValueError, match="empty replay"):
         PrioritizedReplay(10, (4,), np.float32).sample(4, 0.4, np.random.default_rng(0))
+
+
+def test_a_replaced_shards_ids_start_past_its_predecessors():
+    """A priority update in flight for a dead shard must not land on the transitions of
+    the shard that replaced it, although both fill the same slots."""
+    old = filled(20, 20)
+    _, old_ids, _ = old.sample(20, 0.4, np.random.default_rng(7))
+    new = filled(20, 20, first_id=1 << 48)
+    _, new_ids, _ = new.sample(20, 0.4, np.random.default_rng(7))
+    assert new_ids.min() >= 1 << 48 and len(new) == 20
+    before = new.priorities(np.arange(1 << 48, (1 << 48) + 20))
+    new.update_priorities(old_ids, np.full(len(old_ids), 100.0))
+    np.testing.assert_array_equal(new.priorities(np.arange(1 << 48, (1 << 48) + 20)), before)
+    new.update_priorities(new_ids, np.full(len(new_ids), 100.0))  # its own ids still work
+    assert (new.priorities(np.unique(new_ids)) == 100.0).all()
