@@ -14,7 +14,9 @@ from typing import Annotated, Any, Union
 
 import tyro
 
+from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import JSONObject, RunConfig
+from distrl.core.loop import saved_configs
 from distrl.core.metrics import strict_json
 from distrl.registry import ALGORITHMS
 from distrl.tuned import tuned
@@ -80,15 +82,22 @@ def _train(args: list[str]) -> None:
     try:
         name, args = _pop_tuned(args)
         first = args[0] if args else None  # the subcommand, whose defaults --tuned picks
+        resumed = _resumed(first, _flag(args, "--resume"))
         subcommands = Union[tuple(  # noqa: UP007 (a Union built at run time)
-            Annotated[cmd, tyro.conf.subcommand(n, default=_default(name, n, cmd, first),
-                                                description=ALGORITHMS[n].doc)]
+            Annotated[cmd, tyro.conf.subcommand(
+                n, default=resumed or _default(name, n, cmd, first) if n == first
+                else tyro.MISSING_NONPROP, description=ALGORITHMS[n].doc)]
             for n, cmd in COMMANDS.items())]
         cli = tyro.cli(subcommands, args=args, prog="distrl train",
                        config=(tyro.conf.OmitSubcommandPrefixes,))
         algo = next(n for n, cmd in COMMANDS.items() if isinstance(cli, cmd))
-        config = _tuned_envs(name, algo, cli.config, args)
-        result = ALGORITHMS[algo].train()(config, cli.run)
+        config, run = cli.config, cli.run
+        if resumed is not None:
+            run = dataclasses.replace(run, resume_reset=run.resume_reset + _reset(
+                resumed, cli))
+        else:
+            config = _tuned_envs(name, algo, config, args)
+        result = ALGORITHMS[algo].train()(config, run)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         raise SystemExit(f"distrl: error: {err}") from None
     if cli.run.json:
@@ -108,6 +117,52 @@ def _pop_tuned(args: list[str]) -> tuple[str | None, list[str]]:
         if arg.startswith("--tuned="):
             return arg.split("=", 1)[1], args[:i] + args[i + 1 :]
     return None, args
+
+
+def _flag(args: list[str], flag: str) -> str | None:
+    """The value of ``--flag VALUE`` or ``--flag=VALUE`` in args, else None."""
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _resumed(algo: str | None, path: str | None) -> Any | None:
+    """With --resume, the saved configs as the flags' defaults: a flag given changes
+    that field, every other keeps its saved value, and --help shows the saved values.
+    Per-invocation fields (address, device, ...) keep their own defaults."""
+    if path is None or algo not in COMMANDS:
+        return None
+    ckpt = Checkpoint(path)
+    if ckpt.algo != algo:
+        return None  # start_run names the right command
+    config, run = saved_configs(ckpt, ALGORITHMS[algo].config, factory=False)
+    fresh = RunConfig()
+    run = dataclasses.replace(run, logdir=None, **{
+        k: getattr(fresh, k) for k in RunConfig.PER_INVOCATION})
+    return COMMANDS[algo](run=run, config=config)
+
+
+def _reset(resumed: Any, cli: Any) -> tuple[str, ...]:
+    """Fields a flag set to their class default where the checkpoint had another value:
+    resume_reset, since a default value alone reads as "not given" in Python."""
+    out = []
+    for part, cls in (("run", RunConfig), ("config", type(cli.config))):
+        out += _differences(getattr(resumed, part), getattr(cli, part), cls())
+    return tuple(out)
+
+
+def _differences(saved: Any, given: Any, default: Any, prefix: str = "") -> list[str]:
+    out = []
+    for f in dataclasses.fields(saved):
+        old, new, base = getattr(saved, f.name), getattr(given, f.name), getattr(default, f.name)
+        if dataclasses.is_dataclass(old) and type(old) is type(new):
+            out += _differences(old, new, base, f"{prefix}{f.name}.")
+        elif new == base != old and f.name not in RunConfig.PER_INVOCATION:
+            out.append(prefix + f.name)
+    return out
 
 
 def _default(name: str | None, algo: str, cmd: type, chosen: str | None) -> Any:
@@ -131,8 +186,6 @@ def _tuned_envs(name: str | None, algo: str, config: Any, args: list[str]) -> An
 
 
 def _is_league(checkpoint: str) -> bool:
-    from distrl.core.checkpoint import Checkpoint
-
     try:
         return Checkpoint(checkpoint).algo == "league"
     except (ValueError, FileNotFoundError):

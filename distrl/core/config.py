@@ -75,6 +75,10 @@ class RunConfig:
     actor_timeout_s: float = 600.0
     """An actor that does not answer a call (one sample, one DD-PPO round) within this
     is taken for hung: it is killed and replaced like a dead one."""
+    resume_reset: tuple[str, ...] = ()
+    """On resume, fields to set back to their defaults, which giving the default value
+    cannot say: e.g. ('stop_return',) turns a saved stop_return off, 'magnet.coeff' a
+    nested field. The CLI fills it from flags given their default value."""
     json: bool = False
     """Print the final result as one JSON object on the last stdout line."""
     progress: bool = True
@@ -82,7 +86,7 @@ class RunConfig:
 
     PER_INVOCATION: ClassVar[tuple[str, ...]] = (
         "resume", "address", "device", "num_torch_threads", "max_restarts", "actor_timeout_s",
-        "json", "progress")
+        "resume_reset", "json", "progress")
     """Fields a resumed run takes from the new invocation, never from its checkpoint."""
 
     def __post_init__(self) -> None:

@@ -305,8 +305,10 @@ class League:
                 "payoff": self.payoff.results, "elo": self.elo.ratings}
 
     @staticmethod
-    def from_json(data: dict[str, Any]) -> League:
-        league = League(LeagueRules(**data["rules"]))
+    def from_json(data: dict[str, Any], rules: LeagueRules | None = None) -> League:
+        """A saved league; with ``rules``, playing by those (a resumed run's config)
+        instead of the saved ones."""
+        league = League(rules or LeagueRules(**data["rules"]))
         league.players = {p["id"]: Player(**p) for p in data["players"]}
         league.payoff.results = {a: {b: list(v) for b, v in row.items()}
                                  for a, row in data["payoff"].items()}

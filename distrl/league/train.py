@@ -60,6 +60,17 @@ def _check_run(run: RunConfig) -> None:
                          "--stop-win-rate instead of --evaluation-interval/--stop-return.")
 
 
+def _check_learners(league: League, config: LeagueConfig) -> None:
+    """A resumed league plays by the config's rules, but keeps its learners: a new count
+    would add trainers the saved league never schedules (or drop saved ones)."""
+    saved = sorted(league.learners())
+    wanted = sorted(pid for pid, _ in config.learner_ids())
+    if saved != wanted:
+        raise ValueError(f"a resumed league keeps its learners ({', '.join(saved)}); these "
+                         f"rules ask for {', '.join(wanted)}. Drop the num_main_agents / "
+                         "num_main_exploiters / num_league_exploiters flags, or start a new run.")
+
+
 class LeagueRun:
     """The league's driver: matchmaking, the payoff table, snapshots, evaluation and
     checkpoints. Who plays and learns is its ``players``: LocalPlayers in this process,
@@ -81,7 +92,8 @@ class LeagueRun:
         self.progress = start.progress()
         state = start.algo_state() if start.ckpt is not None else None
         if state is not None:
-            self.league = League.from_json(state["league"])
+            self.league = League.from_json(state["league"], self.config.rules)
+            _check_learners(self.league, self.config)
             self.rng.bit_generator.state = state["rng"]
         self.players = self._players(start.ckpt is not None and
                                      start.ckpt.tensors("learner", "state.pt"))

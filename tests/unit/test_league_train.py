@@ -217,3 +217,21 @@ def test_scripted_opponent_matches_a_naive_game_loop(tmp_path):
         evaluate_league(ckpt, policy=right, opponent=right, games=2)
     with pytest.raises(ValueError, match="module:callable"):
         evaluate_league(ckpt, opponent="no_such_module_xyz:bot", games=2)
+
+
+def test_a_resumed_league_plays_by_the_resumed_rules_and_keeps_its_learners(tmp_path):
+    from dataclasses import replace
+
+    from distrl.league.train import start_league
+
+    train_league(SMALL, run(tmp_path, max_env_steps=600))
+    changed = replace(SMALL, rules=LeagueRules(self_play_prob=0.5))
+    league_run = start_league(changed, run(tmp_path, resume=str(tmp_path)))
+    try:  # the saved snapshot settings stay; the given rule is the league's now
+        assert league_run.league.rules == replace(SMALL.rules, self_play_prob=0.5)
+        assert sorted(league_run.players.trainers) == sorted(league_run.league.learners())
+    finally:
+        league_run.close()
+    more = replace(SMALL, rules=replace(SMALL.rules, num_main_exploiters=2))
+    with pytest.raises(ValueError, match="keeps its learners"):
+        start_league(more, run(tmp_path, resume=str(tmp_path)))
