@@ -19,8 +19,9 @@ CONNECT_TIMEOUT_S = 5.0
 
 
 def init_ray(address: str | None, cpus_needed: float = 0.0) -> float:
-    """Join ``address`` (or $RAY_ADDRESS), else start an embedded local cluster with at
-    least ``cpus_needed`` logical CPUs (more runners than cores then share the cores
+    """Join ``address`` (or $RAY_ADDRESS), else start an embedded local cluster of this
+    run's own (never one already running on the machine) with at least ``cpus_needed``
+    logical CPUs (more runners than cores then share the cores
     instead of waiting for ones that never come). Each run gets its own namespace, so
     named actors (the policy store) of two jobs on one cluster never meet.
 
@@ -34,10 +35,10 @@ def init_ray(address: str | None, cpus_needed: float = 0.0) -> float:
     if address:
         _check_reachable(address)
         ray.init(address=address, namespace=namespace, log_to_driver=True)
-    else:
+    else:  # "local": a cluster of our own even when another runs here (ray start, a notebook)
         cpus = max(os.cpu_count() or 1, math.ceil(cpus_needed))
-        ray.init(num_cpus=cpus, namespace=namespace, include_dashboard=False,
-                 log_to_driver=True)
+        ray.init(address="local", num_cpus=cpus, namespace=namespace,
+                 include_dashboard=False, log_to_driver=True)
     return time.perf_counter() - t0
 
 

@@ -1,9 +1,14 @@
 """The CLI end to end: train on Ray with --json, then evaluate the checkpoint."""
 
 import json
+import os
+import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
 
 
 def distrl(*args, **kw):
@@ -93,3 +98,40 @@ def test_each_run_gets_its_own_ray_namespace():
     names = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=120, check=True).stdout.split()[-1] for _ in range(2)]
     assert all(n.startswith("distrl-") for n in names) and names[0] != names[1]
+
+
+def test_a_cluster_already_running_here_does_not_stop_a_local_run(tmp_path):
+    """Without --address a run starts a cluster of its own; `ray start --head` on the
+    machine made every Ray run fail ("num_cpus ... must not be provided")."""
+    port = free_port()
+    head = subprocess.Popen(
+        [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block",
+         f"--port={port}", "--num-cpus=1", "--include-dashboard=false"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the head is up once its port answers
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.5)
+        else:
+            pytest.fail("ray start --head did not come up within 60 s")
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        out = subprocess.run([sys.executable, "-m", "distrl", "train", "ppo",
+                              "--num-env-runners", "2", "--num-envs-per-env-runner", "2",
+                              "--train-batch-size", "64", "--minibatch-size", "32",
+                              "--num-epochs", "1", "--max-env-steps", "128",
+                              "--logdir", str(tmp_path / "run"), "--json"],
+                             capture_output=True, text=True, timeout=300, env=env)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert json.loads(out.stdout.strip().splitlines()[-1])["env/steps_total"] >= 128
+    finally:
+        head.terminate()  # --block: the head stops its processes when its CLI ends
+        head.wait(timeout=60)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
