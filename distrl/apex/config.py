@@ -108,6 +108,15 @@ class ApexConfig:
         if self.prioritized_replay_alpha < 0.0:
             raise ValueError(f"`prioritized_replay_alpha` ({self.prioritized_replay_alpha}) "
                              "must be >= 0 (0: uniform replay).")
+        check_positive(self, "prioritized_replay_eps", "adam_epsilon")
+        _check_range(self, "gamma", 0.0, 1.0)
+        _check_range(self, "prioritized_replay_beta", 0.0, 1.0)
+        if self.grad_clip is not None and self.grad_clip <= 0:
+            raise ValueError(f"`grad_clip` ({self.grad_clip}) must be > 0, or None.")
+        for name in ("learning_starts", "min_sample_timesteps_per_reporting",
+                     "min_time_s_per_reporting", "num_cpus_per_worker", "epsilon_alpha"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"`{name}` ({getattr(self, name)}) must be >= 0.")
         if self.model.observation_filter != "NoFilter":
             raise ValueError("Ape-X actors do not share observation statistics: leave "
                              "observation_filter at 'NoFilter'.")
@@ -122,3 +131,9 @@ class ApexConfig:
     @property
     def shard_capacity(self) -> int:
         return self.capacity // self.num_shards
+
+
+def _check_range(cfg: object, name: str, low: float, high: float) -> None:
+    value = getattr(cfg, name)
+    if not low <= value <= high:
+        raise ValueError(f"`{name}` ({value}) must lie in [{low:g}, {high:g}].")

@@ -24,7 +24,14 @@ from distrl.apex.roles import (
 )
 from distrl.core.config import RunConfig
 from distrl.core.envs import env_spaces
-from distrl.core.loop import drive, learner_device, policy_files, save_run, start_run
+from distrl.core.loop import (
+    drive,
+    learner_device,
+    max_env_steps,
+    policy_files,
+    save_run,
+    start_run,
+)
 from distrl.core.sampling import seed_for
 
 
@@ -45,8 +52,11 @@ def train_apex(config: ApexConfig | None = None, run: RunConfig | None = None
 
     def iterate() -> dict[str, Any]:
         updates0 = learner.updates
-        out = engine.iterate(config.min_time_s_per_reporting,
-                             config.min_sample_timesteps_per_reporting)
+        # The last iteration stops at the run's budget, not at a full reporting period.
+        left = max_env_steps(run) - progress.env_steps
+        period = config.min_sample_timesteps_per_reporting
+        out = engine.iterate(config.min_time_s_per_reporting if left > period else 0.0,
+                             min(period, left))
         dt = out["time_s"]
         return {
             **progress.add(out["env_steps"], np.asarray(out["returns"]),

@@ -6,6 +6,7 @@ minibatches calls ``step`` once per minibatch); DD-PPO adds its all-reduce throu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,11 @@ from torch import nn
 GradHook = Callable[[list[nn.Parameter], int], None]
 """Runs after backward, before clipping: (parameters, samples in the minibatch)."""
 LearnerState = dict[str, Any]  # {"model": state_dict, "optimizer": state_dict | None}
+
+
+class NonFiniteError(RuntimeError):
+    """A loss or gradient norm was nan or inf; the step was not taken. The run's loop
+    adds the algorithm and iteration to the message."""
 
 
 class Learner:
@@ -36,18 +42,23 @@ class Learner:
 
     def step(self, loss: torch.Tensor, n: int) -> dict[str, torch.Tensor]:
         """One gradient step on ``loss`` of a minibatch of ``n`` samples; returns the
-        gradient norm before clipping (as a tensor: no sync on the hot path)."""
+        gradient norm before clipping. NonFiniteError, with the weights and optimizer
+        untouched, when the loss or the gradient norm is nan or inf: one step on them
+        would make every weight nan, and the run would go on reporting nothing useful."""
         # A hook may keep the grads in its own buffer (views): then zero them in place.
         self.opt.zero_grad(set_to_none=self.grad_hook is None)
         loss.backward()
         if self.grad_hook is not None:
             self.grad_hook(self.params, n)
-        out = {}
-        if self.grad_clip is not None:
-            out["grad_norm"] = nn.utils.clip_grad_norm_(self.params, self.grad_clip,
-                                                        foreach=True)
+        clip = self.grad_clip if self.grad_clip is not None else math.inf
+        norm = nn.utils.clip_grad_norm_(self.params, clip, foreach=True)
+        if not bool(torch.isfinite(loss.detach()) & torch.isfinite(norm)):  # one sync
+            raise NonFiniteError(f"the loss is {float(loss.detach()):g} and the gradient norm "
+                                 f"{float(norm):g} (of {n} samples); no step was taken. "
+                                 "Lower lr, check the env's rewards and observations, or "
+                                 "set grad_clip.")
         self.opt.step()
-        return out
+        return {"grad_norm": norm}
 
     def weights(self) -> dict[str, np.ndarray]:
         """The model's tensors as numpy arrays, what env runners load."""

@@ -26,6 +26,7 @@ from distrl.core.checkpoint import MANIFEST, Checkpoint, save_checkpoint, space_
 from distrl.core.config import RunConfig, from_json, to_json
 from distrl.core.envs import check_env_id, env_name
 from distrl.core.evaluation import evaluation_metrics
+from distrl.core.learner import NonFiniteError
 from distrl.core.metrics import MetricsLogger
 
 WINDOW = 100  # episodes in env/episode_return_mean
@@ -254,8 +255,9 @@ def drive(start: Start, progress: Progress, iterate: Callable[[], dict[str, Any]
     logger = None
     try:
         logger = MetricsLogger(start.logdir, start.run.progress)
-        metrics, stopped_by = _loop(start.run, progress, logger, iterate, save, policy,
-                                    should_stop)
+        metrics, stopped_by = _loop(start.run, progress, logger, _named(start, progress,
+                                                                        iterate),
+                                    save, policy, should_stop)
         checkpoint = save()
     finally:
         close()
@@ -263,6 +265,18 @@ def drive(start: Start, progress: Progress, iterate: Callable[[], dict[str, Any]
             logger.close()
     return {**metrics, "checkpoint": str(checkpoint), "logdir": str(start.logdir),
             "stopped_by": stopped_by, "ray_start_s": ray_start_s}
+
+
+def _named(start: Start, progress: Progress, iterate: Callable[[], dict[str, Any]]
+           ) -> Callable[[], dict[str, Any]]:
+    """``iterate`` whose NonFiniteError names the algorithm and the iteration."""
+    def named() -> dict[str, Any]:
+        try:
+            return iterate()
+        except NonFiniteError as err:
+            raise NonFiniteError(f"{start.algo}, iteration {progress.iteration + 1}: "
+                                 f"{err}") from None
+    return named
 
 
 def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,

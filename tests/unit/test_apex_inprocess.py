@@ -23,6 +23,13 @@ def test_config_errors_say_what_to_change():
         ApexConfig(training_intensity=0.0)
     with pytest.raises(ValueError, match="more than `capacity`"):
         ApexConfig(capacity=3, num_replay_buffer_shards=4, train_batch_size=1)
+    for bad, match in ((dict(prioritized_replay_eps=-1.0), "prioritized_replay_eps"),
+                       (dict(gamma=1.5), r"`gamma` \(1.5\) must lie in \[0, 1\]"),
+                       (dict(prioritized_replay_beta=-3.0), "prioritized_replay_beta"),
+                       (dict(learning_starts=-1), "learning_starts"),
+                       (dict(grad_clip=0.0), "grad_clip")):
+        with pytest.raises(ValueError, match=match):
+            ApexConfig(**bad)
     with pytest.raises(ValueError, match="DQN needs a Discrete action space"):
         train_apex(ApexConfig(**SMALL), RunConfig(env="Pendulum-v1", max_env_steps=10,
                                                   progress=False))
@@ -56,3 +63,12 @@ def test_checkpoint_is_weights_only_and_resume_continues_the_learner(tmp_path):
     # learner's counters go on from the checkpoint's.
     assert resumed["learner/trained_total"] > trained
     assert resumed["iteration"] > first["iteration"]
+
+
+def test_the_run_stops_at_max_env_steps_not_at_a_reporting_period(tmp_path):
+    config = ApexConfig(**{**SMALL, "min_sample_timesteps_per_reporting": 1_000,
+                           "min_time_s_per_reporting": 5.0})
+    out = train_apex(config, RunConfig(max_env_steps=100, logdir=str(tmp_path),
+                                       progress=False))
+    assert 100 <= out["env/steps_total"] <= 100 + 2 * 25  # one fragment of 2 envs over
+    assert out["time/total_s"] < 5.0

@@ -139,3 +139,20 @@ def test_the_environment_variable_caps_every_run(tmp_path, monkeypatch):
     monkeypatch.setenv("DISTRL_MAX_ENV_STEPS", "100")
     result = train_ppo(SMALL, run(tmp_path, max_env_steps=10**9))
     assert result["stopped_by"] == "max_env_steps" and 100 <= result["env/steps_total"] < 200
+
+
+def test_a_nan_loss_stops_the_run_naming_algorithm_iteration_and_value(tmp_path, monkeypatch):
+    from distrl.core.learner import NonFiniteError
+    from distrl.ppo import loss as ppo_loss_module
+
+    real = ppo_loss_module.ppo_loss
+    calls = []
+
+    def nan_in_the_second_iteration(*args, **kwargs):
+        loss, parts = real(*args, **kwargs)
+        calls.append(1)
+        return (loss * float("nan") if len(calls) > SMALL.num_epochs * 2 else loss), parts
+
+    monkeypatch.setattr(ppo_loss_module, "ppo_loss", nan_in_the_second_iteration)
+    with pytest.raises(NonFiniteError, match=r"ppo, iteration 2: the loss is nan"):
+        train_ppo(SMALL, run(tmp_path, max_env_steps=640))
