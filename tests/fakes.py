@@ -160,3 +160,44 @@ class WeightedRockPaperScissors:
 
     def close(self):
         pass
+
+
+class ShortWinLongDraw:
+    """A two-seat game whose result ignores the moves: with probability 1/2 player_0 wins
+    after 2 moves, otherwise the game is drawn after 30. Any policy wins 1/2 of its games
+    as player_0 and none as player_1: a true win rate of 0.25 over both seats, which an
+    evaluation that keeps the first games to finish over-counts (short games are wins)."""
+
+    def __init__(self):
+        self.possible_agents = ["player_0", "player_1"]
+        self.rng = np.random.default_rng()
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(0, 1, (1,), np.float32)
+
+    def action_space(self, agent):
+        return gym.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.agents = list(self.possible_agents)
+        self.left, self.win = (2, True) if self.rng.random() < 0.5 else (30, False)
+        return self._obs(), {a: {} for a in self.agents}
+
+    def _obs(self):
+        return {a: np.zeros(1, np.float32) for a in self.agents}
+
+    def step(self, actions):
+        self.left -= 1
+        over = self.left == 0
+        r = 1.0 if over and self.win else 0.0
+        if over:
+            self.agents = []
+        return (self._obs(), {"player_0": r, "player_1": -r},
+                dict.fromkeys(self.possible_agents, over),
+                dict.fromkeys(self.possible_agents, False),
+                {a: {} for a in self.possible_agents})
+
+    def close(self):
+        pass

@@ -91,13 +91,22 @@ def load_policy(ckpt: Checkpoint) -> PolicyNet:
     return model.requires_grad_(False)
 
 
+def rounds(episodes: int) -> list[int]:
+    """How evaluation plays ``episodes`` episodes, single-agent and league alike: in
+    rounds of up to MAX_PARALLEL envs, each env playing exactly one episode per round. A
+    count per env fixed before any episode ends is what keeps the estimate unbiased:
+    keeping the first episodes to finish would over-count short ones."""
+    if episodes <= 0:
+        raise ValueError(f"`episodes` ({episodes}) must be > 0.")
+    full, rest = divmod(episodes, MAX_PARALLEL)
+    return [MAX_PARALLEL] * full + ([rest] if rest else [])
+
+
 def play(model: PolicyNet, env: EnvSpec, env_config: dict[str, Any], episodes: int,
          seed: int, explore: bool = False) -> Episodes:
-    """``episodes`` episodes, up to MAX_PARALLEL at a time, each sub-env playing exactly
-    one (so short episodes are not over-counted)."""
+    """``episodes`` episodes in rounds (see rounds)."""
     out = Episodes()
-    while len(out.returns) < episodes:
-        n = min(MAX_PARALLEL, episodes - len(out.returns))
+    for n in rounds(episodes):
         envs = make_vec_env(env, n, env_config, clip_rewards=False)  # the real score
         try:
             _play(model, envs, seed + len(out.returns), explore, out)

@@ -13,6 +13,7 @@ import torch
 
 from distrl.core.checkpoint import Checkpoint, space_from_json
 from distrl.core.config import from_json
+from distrl.core.evaluation import MAX_PARALLEL, rounds
 from distrl.league.config import LeagueConfig
 from distrl.league.games import make_multiagent_env, nash_conv
 from distrl.league.matches import (
@@ -37,24 +38,47 @@ def outcome(result: MatchResult, a: str, b: str) -> float:
 def play_matches(game: Any, env_config: dict[str, Any], policies: Any, greedy: set[str],
                  pid: str, opponent: str, games: int, seed: int = 0) -> list[MatchResult]:
     """``games`` games of ``pid`` against ``opponent``, split evenly over the seats, on
-    envs of their own (policies in ``greedy`` act greedily; fixed seeds, so evaluations
-    are comparable)."""
-    agents = make_multiagent_env(game, env_config).possible_agents
+    envs of their own, in the rounds single-agent evaluation plays (core.evaluation.
+    rounds: every env's first game of a round counts, so long games weigh as much as
+    short ones). Policies in ``greedy`` act greedily; seeds are fixed, so evaluations
+    are comparable."""
+    if games <= 0:
+        raise ValueError(f"`games` ({games}) must be > 0.")
+    probe = make_multiagent_env(game, env_config)
+    agents = list(probe.possible_agents)
+    probe.close()
     results = []
     for seat in range(len(agents)):
         n = games // len(agents) + (seat < games % len(agents))
         if n == 0:
             continue
         mapping = {a: pid if k == seat else opponent for k, a in enumerate(agents)}
-        envs = [make_multiagent_env(game, env_config) for _ in range(min(n, 16))]
-        loop = MatchLoop(envs, lambda i, m=mapping: m, seed=10_000 * (seed + 1) + 100 * seat)
         generator = torch.Generator().manual_seed(seed * 100 + seat)
-        batch = loop.collect(policies.__getitem__, set(), 0, 1.0, 1.0, generator,
-                             greedy=greedy, min_episodes=n)
+        for r, size in enumerate(rounds(n)):
+            first_seed = 10_000 * (seed + 1) + 1_000 * seat + MAX_PARALLEL * r
+            results += _one_game_per_env(game, env_config, size, mapping, first_seed,
+                                         policies, greedy, generator)
+    return results
+
+
+def _one_game_per_env(game: Any, env_config: dict[str, Any], size: int,
+                      mapping: dict[str, str], seed: int, policies: Any, greedy: set[str],
+                      generator: torch.Generator) -> list[MatchResult]:
+    """The first finished game of each of ``size`` fresh envs (envs that finish early
+    play on until the last one has its game; those extra games are not counted)."""
+    envs = [make_multiagent_env(game, env_config) for _ in range(size)]
+    try:
+        loop = MatchLoop(envs, lambda i: mapping, seed=seed)
+        first: dict[int, MatchResult] = {}
+        while len(first) < size:
+            batch = loop.collect(policies.__getitem__, set(), 0, 1.0, 1.0, generator,
+                                 greedy=greedy, min_episodes=1)
+            for result in batch.results:
+                first.setdefault(result.env, result)
+        return [first[i] for i in range(size)]
+    finally:
         for env in envs:
             env.close()
-        results += batch.results[:n]
-    return results
 
 
 def win_draw_loss(results: list[MatchResult], pid: str, opponent: str) -> np.ndarray:
@@ -128,5 +152,8 @@ def policy_nash_conv(game: str, env_config: dict[str, Any], policy: Any) -> floa
         return torch.softmax(mask_logits(logits, torch.as_tensor(mask[None]).bool()),
                              -1)[0].numpy()
 
-    return nash_conv(env.game, probs)
+    try:
+        return nash_conv(env.game, probs)
+    finally:
+        env.close()
 

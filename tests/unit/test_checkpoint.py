@@ -65,10 +65,22 @@ def test_evaluation_unpickles_nothing_and_uses_the_weights(tmp_path, monkeypatch
         def refuse(*args, **kwargs):
             raise AssertionError("evaluation unpickled something")
 
+        def weights_only_load(*args, real_load=torch.load, **kwargs):
+            # torch.load(weights_only=False) unpickles through its own Unpickler: every
+            # load must ask for tensors only.
+            assert kwargs.get("weights_only") is True, "torch.load without weights_only=True"
+            return real_load(*args, **kwargs)
+
+        class RefusingUnpickler(pickle.Unpickler):
+            def __init__(self, *args, **kwargs):
+                refuse()
+
         with monkeypatch.context() as m:
             m.setattr(pickle, "loads", refuse)
             m.setattr(pickle, "load", refuse)
+            m.setattr(pickle, "Unpickler", RefusingUnpickler)
             m.setattr(cloudpickle, "loads", refuse)
+            m.setattr(torch, "load", weights_only_load)
             returns = evaluate(tmp_path, episodes=3, env=ActionIsReward)
         assert returns == [expected] * 3
 
