@@ -43,7 +43,9 @@ class LeagueConfig(PPOHyperparams):
     magnet: Magnet = field(default_factory=Magnet)
     """Magnetic mirror descent for every learner (off by default; docs/league.md)."""
     train_batch_size: int = 2048
-    """Samples (the learner's own moves) per learner per iteration."""
+    """Each learner's own moves per iteration, at least: games are played until every
+    learner has this many, and each trains on all of its own (a main agent in self-play
+    plays both seats, so it gets more)."""
     num_envs: int = 16
     """Games played at once (in the driver, or by each env runner on Ray)."""
     league_eval_interval: int = 5
@@ -75,6 +77,10 @@ class LeagueConfig(PPOHyperparams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.model.observation_filter != "NoFilter":
+            raise ValueError("observation_filter='MeanStdFilter' is not supported in a league "
+                             "(its learners do not share observation statistics); leave it at "
+                             "'NoFilter'.")
         check_positive(self, "train_batch_size", "num_envs", "league_eval_games",
                        "max_cached_policies")
         if min(self.num_env_runners, self.league_eval_member_games) < 0 or min(

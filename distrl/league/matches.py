@@ -195,14 +195,17 @@ class MatchLoop:
                 min_samples: int, gamma: float, lambda_: float,
                 generator: torch.Generator | None = None, greedy: Collection[str] = (),
                 min_episodes: int = 0) -> MatchBatch:
-        """Play until the finished episodes hold ``min_samples`` steps of learning
-        policies and at least ``min_episodes`` episodes; unfinished episodes carry over
-        to the next call with their mapping. Policies in ``greedy`` take their most
-        probable legal action (evaluation); the others sample."""
+        """Play until the finished episodes hold ``min_samples`` steps of each learning
+        policy (each learner's own batch, however often it is seated) and at least
+        ``min_episodes`` episodes; unfinished episodes carry over to the next call with
+        their mapping. Policies in ``greedy`` take their most probable legal action
+        (evaluation); the others sample. ``choose`` must seat every learning policy."""
         parts: dict[str, list[dict[str, np.ndarray]]] = {}
         results: list[MatchResult] = []
-        samples = env_steps = 0
-        while samples < min_samples or len(results) < min_episodes:
+        samples = dict.fromkeys(learning, 0)
+        env_steps = 0
+        while min(samples.values(), default=min_samples) < min_samples or (
+                len(results) < min_episodes):
             for i, seats in self._step(policy, learning, generator, greedy):
                 results.append(MatchResult({a: s.policy_id for a, s in seats.items()},
                                            {a: s.total for a, s in seats.items()},
@@ -212,7 +215,7 @@ class MatchLoop:
                     if seat.policy_id in learning and seat.rewards:
                         parts.setdefault(seat.policy_id, []).append(
                             seat.to_arrays(gamma, lambda_))
-                        samples += len(seat.rewards)
+                        samples[seat.policy_id] += len(seat.rewards)
             env_steps += len(self.envs)
         return MatchBatch({pid: _rollout(p) for pid, p in parts.items()}, results, env_steps)
 

@@ -33,8 +33,8 @@ class Players(Protocol):
     and weights."""
 
     def play(self, learners: list[str], min_samples: int) -> tuple[list[MatchResult], int]:
-        """Games seated by the league until the learners' finished seats hold
-        ``min_samples`` moves; (finished games, env steps)."""
+        """Games seated by the league until every learner's finished seats hold
+        ``min_samples`` of its moves; (finished games, env steps)."""
         ...
 
     def train(self) -> dict[str, dict[str, float]]:
@@ -87,7 +87,7 @@ class LocalPlayers:
         self.pending: dict[str, Rollout] = {}
 
     def play(self, learners: list[str], min_samples: int) -> tuple[list[MatchResult], int]:
-        """Games until the learners' finished seats hold min_samples moves."""
+        """Games until every learner's finished seats hold min_samples of its moves."""
         batch = self.games.collect(self.policies.__getitem__, set(learners), min_samples,
                                    self.cfg.gamma, self.cfg.gae_lambda, self.generator)
         self.pending = batch.rollouts

@@ -106,7 +106,7 @@ class RayPlayers:
         def kwargs(index: int, restart: int) -> dict[str, Any]:
             return dict(game=run.env, env_config=run.env_config, num_envs=cfg.num_envs,
                         seed=seed_for(run.seed, index, restart), head=self.learners.head,
-                        mappings=self._draw(cfg.num_envs), gamma=cfg.gamma,
+                        mappings=self._draw(cfg.num_envs, self.ids), gamma=cfg.gamma,
                         lambda_=cfg.gae_lambda, max_cached_policies=cfg.max_cached_policies)
 
         return Supervisor("match_runners", MatchRunner, kwargs, cfg.num_env_runners,
@@ -119,8 +119,10 @@ class RayPlayers:
         replaced: their optimizer state would be lost; resume from the checkpoint)."""
         return ray.get(refs, timeout=self.timeout)
 
-    def _draw(self, n: int) -> list[dict[str, str]]:
-        return [self.choose() for _ in range(n)]
+    def _draw(self, n: int, learners: list[str]) -> list[dict[str, str]]:
+        """n mappings, the learners taking turns, so that every runner seats each
+        learner (each must reach its own batch)."""
+        return [self.choose(learner=learners[k % len(learners)]) for k in range(n)]
 
     def play(self, learners: list[str], min_samples: int) -> tuple[list[MatchResult], int]:
         """Every runner plays its share; a runner that dies or hangs is replaced and its
@@ -128,12 +130,13 @@ class RayPlayers:
         share = -(-min_samples // self.cfg.num_env_runners)
         replays = {pid: self.learners.get(pid)[1] for pid in learners}
         # Enough draws for games as short as 4 of a learner's moves.
-        draws = self.cfg.num_envs + share // 4
+        draws = self.cfg.num_envs + len(learners) * share // 4
         actors = dict(enumerate(self.runners.actors))
         out: dict[int, tuple[list[MatchResult], int]] = {}
         while actors:
             done, faults = self.runners.settle(
-                {i: a.play.remote(self._draw(draws), replays, share) for i, a in actors.items()})
+                {i: a.play.remote(self._draw(draws, learners), replays, share)
+                 for i, a in actors.items()})
             out.update(done)
             actors = {i: self.runners.replace(i, f) for i, f in faults.items()}
         results = [r for i in sorted(out) for r in out[i][0]]

@@ -113,10 +113,12 @@ class LeagueRun:
             players.set_state(saved)
         return players
 
-    def _choose(self, env_index: int = 0) -> dict[str, str]:
-        """A random learner, its opponent by the league, and a random seat for it."""
-        learners = self.league.learners()
-        learner = learners[int(self.rng.integers(len(learners)))]
+    def _choose(self, env_index: int = 0, learner: str | None = None) -> dict[str, str]:
+        """A learner (random unless given), its opponent by the league, and a random
+        seat for it."""
+        if learner is None:
+            learners = self.league.learners()
+            learner = learners[int(self.rng.integers(len(learners)))]
         opponent = self.league.get_match(learner, self.rng)
         seat = int(self.rng.integers(len(self.agents)))
         return {a: learner if k == seat else opponent for k, a in enumerate(self.agents)}
@@ -124,8 +126,7 @@ class LeagueRun:
     def iterate(self) -> dict[str, Any]:
         t0 = time.perf_counter()
         learners = self.league.learners()
-        results, env_steps = self.players.play(learners,
-                                               self.config.train_batch_size * len(learners))
+        results, env_steps = self.players.play(learners, self.config.train_batch_size)
         t1 = time.perf_counter()
         metrics: dict[str, Any] = {}
         for pid, out in self.players.train().items():

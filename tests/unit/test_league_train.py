@@ -253,3 +253,10 @@ def test_league_win_rates_do_not_over_count_short_games(tmp_path):
     assert abs(sum(rates) / 20 - 0.25) <= 0.02, rates
     with pytest.raises(ValueError, match="must be > 0"):
         evaluate_league(first["checkpoint"], games=0)
+
+
+def test_a_league_refuses_the_observation_filter():
+    from distrl import ModelConfig
+
+    with pytest.raises(ValueError, match="not supported in a league"):
+        LeagueConfig(model=ModelConfig(observation_filter="MeanStdFilter"))

@@ -128,3 +128,21 @@ def test_scripted_policy_allows_only_its_choice():
     assert values.tolist() == [0, 0, 0]
     with pytest.raises(ValueError, match="not legal"):
         ScriptedPolicy(lambda obs, mask: 2)(torch.zeros(1, 2), mask[:1])
+
+
+def test_every_learning_policy_reaches_its_own_batch():
+    """A main agent in self-play fills both seats; an exploiter seated in a quarter of
+    the games must still get min_samples of its own moves (it got about a quarter of
+    the main agent's when the bound was on the learners' total)."""
+    rng = np.random.default_rng(0)
+
+    def choose(i):
+        if rng.random() < 0.75:
+            return {"player_0": "main", "player_1": "main"}
+        return {"player_0": "exploiter", "player_1": "main"}
+
+    loop = MatchLoop(envs(4), choose, seed=0)
+    policies = {"main": learner_policy(), "exploiter": learner_policy()}
+    batch = loop.collect(policies.__getitem__, {"main", "exploiter"}, 200, 0.99, 0.95)
+    sizes = {pid: r.size for pid, r in batch.rollouts.items()}
+    assert sizes["exploiter"] >= 200 and sizes["main"] >= 200, sizes
