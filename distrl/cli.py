@@ -195,6 +195,13 @@ def _is_league(checkpoint: str) -> bool:
 def _eval_league(cli: Eval) -> None:
     from distrl.league.scoring import evaluate_league
 
+    ignored = [flag for flag, given in (("--video", cli.video), ("--render", cli.render),
+                                        ("--env", cli.env), ("--env-config", cli.env_config))
+               if given]
+    if ignored:
+        raise SystemExit(f"distrl: error: {', '.join(ignored)} apply to single-agent runs; a "
+                         "league is evaluated by games on its own game (--policy, "
+                         "--opponent, --episodes, --seed, --stochastic).")
     try:
         out = evaluate_league(cli.checkpoint, cli.policy or "main_0", cli.opponent,
                               cli.episodes, cli.seed, cli.stochastic)

@@ -201,3 +201,8 @@ class ShortWinLongDraw:
 
     def close(self):
         pass
+
+
+def first_legal_move(obs, action_mask):
+    """A bot for `--opponent tests.fakes:first_legal_move`."""
+    return int(np.flatnonzero(action_mask)[0])

@@ -56,6 +56,10 @@ def run_episodes(checkpoint: str | Path, episodes: int = 10, seed: int = 0,
     if episodes <= 0:
         raise ValueError(f"`episodes` ({episodes}) must be > 0.")
     ckpt = Checkpoint(checkpoint)
+    if ckpt.algo == "league":
+        raise ValueError(f"{str(ckpt.path)!r} is a league: its policies play games, not "
+                         "episodes. Use `distrl eval RUN --opponent random|ID|module:callable` "
+                         "or distrl.league.scoring.evaluate_league().")
     model = load_policy(ckpt)
     saved = ckpt.json("run", "config.json")["run"]
     if env is None and saved["env"] is None:

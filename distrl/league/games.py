@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import pkgutil
 from collections.abc import Callable
 from typing import Any
 
@@ -116,6 +117,11 @@ class OpenSpielEnv:
 
     def __init__(self, game: Any, **params: Any):
         pyspiel = _import("pyspiel", "open_spiel")
+        if isinstance(game, str) and game not in pyspiel.registered_names():
+            close = difflib.get_close_matches(game, pyspiel.registered_names(), n=3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise ValueError(f"no OpenSpiel game named {game!r}.{hint} "
+                             "pyspiel.registered_names() lists them all.")
         self.game = pyspiel.load_game(game, params) if isinstance(game, str) else game
         kind = self.game.get_type()
         if kind.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
@@ -228,14 +234,19 @@ def make_multiagent_env(spec: str | Callable[..., Any], env_config: dict | None 
         return wrap(spec(**cfg))
     prefix, _, name = spec.partition(":")
     if not name:
-        raise ValueError(f"multi-agent env {spec!r}: expected 'pettingzoo:<name>', "
-                         "'openspiel:<game>' or 'module:callable'.")
+        raise ValueError(f"multi-agent env {spec!r}: a league plays a multi-agent game; pass "
+                         "--env pettingzoo:<name> (e.g. pettingzoo:connect_four_v3), "
+                         "openspiel:<game> (e.g. openspiel:kuhn_poker) or module:callable.")
     if prefix == "pettingzoo":
         return _pettingzoo(name, cfg)
     if prefix == "openspiel":
         return OpenSpielEnv(name, **cfg)
-    module = importlib.import_module(prefix)
-    return wrap(getattr(module, name)(**cfg))
+    try:
+        factory = getattr(importlib.import_module(prefix), name)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"multi-agent env {spec!r}: {err}. Give module:callable with the "
+                         "module importable here (and on every Ray node).") from None
+    return wrap(factory(**cfg))
 
 
 def wrap(env: Any) -> Any:
@@ -263,7 +274,9 @@ def _pettingzoo(name: str, cfg: dict) -> Any:
             fam = importlib.import_module(f"pettingzoo.{family}")
         except Exception:  # a family whose own dependencies are missing
             continue
-        known += [n for n in dir(fam) if n.endswith(tuple(f"_v{i}" for i in range(10)))]
+        # Submodules, not dir(fam): a family imports its games lazily.
+        known += [m.name for m in pkgutil.iter_modules(getattr(fam, "__path__", []))
+                  if m.name.endswith(tuple(f"_v{i}" for i in range(10)))]
         try:  # old versions (connect_four_v2) are attributes that fail to import
             module = importlib.import_module(f"pettingzoo.{family}.{name}")
         except ImportError:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -137,9 +138,19 @@ def scripted_policy(spec: str) -> ScriptedPolicy:
         raise ValueError(f"opponent {spec!r}: {err}. Give random, a policy id of the "
                          "league, or module:callable with callable(obs, action_mask) -> "
                          "action importable here.") from None
-    if not callable(act):
-        raise ValueError(f"opponent {spec!r} is not callable.")
+    if not callable(act) or not _takes_two_arguments(act):
+        raise ValueError(f"opponent {spec!r} must be a callable(obs, action_mask) -> action.")
     return ScriptedPolicy(act, spec)
+
+
+def _takes_two_arguments(fn: Any) -> bool:
+    try:
+        inspect.signature(fn).bind(None, None)
+    except TypeError:
+        return False
+    except ValueError:  # a builtin without a signature: let the call decide
+        return True
+    return True
 
 
 def policy_nash_conv(game: str, env_config: dict[str, Any], policy: Any) -> float:

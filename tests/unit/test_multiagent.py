@@ -163,6 +163,10 @@ def test_make_multiagent_env_specs_and_errors(monkeypatch):
         make_multiagent_env("pettingzoo:connect_four_v2")
     with pytest.raises(ValueError, match="neither a PettingZoo"):
         make_multiagent_env(lambda: object())
+    with pytest.raises(ValueError, match=r"nosuchmod:Game.*No module named 'nosuchmod'"):
+        make_multiagent_env("nosuchmod:Game")
+    with pytest.raises(ValueError, match=r"a league plays a multi-agent game.*--env"):
+        make_multiagent_env("CartPole-v1")
     real = multiagent.importlib.import_module
 
     def no_spiel(name, *a):
@@ -173,6 +177,14 @@ def test_make_multiagent_env_specs_and_errors(monkeypatch):
     monkeypatch.setattr(multiagent.importlib, "import_module", no_spiel)
     with pytest.raises(ValueError, match=r"distrl\[games\]"):
         make_multiagent_env("openspiel:kuhn_poker")
+
+
+def test_an_unknown_openspiel_game_is_one_line_with_close_names(capfd):
+    with pytest.raises(ValueError) as err:
+        make_multiagent_env("openspiel:kuhn_pokr")
+    message = str(err.value)
+    assert "Did you mean kuhn_poker" in message and len(message.splitlines()) == 1
+    assert "leduc_poker" not in capfd.readouterr().err  # no list of every game printed
 
 
 def connect_four_factory():
