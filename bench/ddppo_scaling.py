@@ -61,7 +61,7 @@ def trial(kind: str, workers: int, seed: int) -> dict:
     from distrl.ppo.train import train_ppo
     from distrl.tuned import tuned
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     logdir = tempfile.mkdtemp(prefix="ddppo_bench_")
     run = RunConfig(seed=seed, logdir=logdir, progress=False, max_env_steps=300_000)
     cfg = replace(tuned("cartpole", "ddppo").config, num_workers=workers)

@@ -118,7 +118,7 @@ def distrl_one(p: int, episodes_fixed: int) -> dict:
             return {**{mode: statistics.median(r) for mode, r in rates.items()},
                     "paired_ratio_median": statistics.median(paired), "blocks": rates}
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     head = head_store()
     spec = PolicySpec(gym.spaces.Box(-np.inf, np.inf, (4,), np.float32),
                       gym.spaces.Discrete(2), ModelConfig(hiddens=HIDDENS, vf_share_layers=True))
@@ -162,7 +162,7 @@ def rllib_one(p: int) -> dict:
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     ids = [f"p{i}" for i in range(p)]
     config = (
         PPOConfig()

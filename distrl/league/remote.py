@@ -16,7 +16,7 @@ import torch
 from distrl.core.sampling import seed_for
 from distrl.league.games import make_multiagent_env
 from distrl.league.matches import RANDOM, MatchLoop, MatchResult, RandomPolicy
-from distrl.runtime.cluster import init_ray
+from distrl.runtime.cluster import check_resources, init_ray
 from distrl.runtime.distributed_learners import DistributedLearners
 from distrl.runtime.supervisor import Supervisor
 from distrl.store.policy_cache import FlatLayout, PolicySpec
@@ -87,9 +87,15 @@ class RayPlayers:
         self.cfg, self.choose, self.ids = cfg, choose, ids
         self.timeout = run.actor_timeout_s
         self.spec = PolicySpec(obs_space, act_space, cfg.model)
+        check_resources({"GPU": cfg.num_gpus_for_learners,
+                         "CPU": len(ids) * cfg.num_cpus_per_learner
+                         + cfg.num_env_runners * cfg.num_cpus_per_env_runner},
+                        f"{len(ids)} learners and {cfg.num_env_runners} env runners",
+                        {"GPU": "--num-gpus-for-learners",
+                         "CPU": "--num-cpus-per-learner or --num-env-runners"})
         self.learners = DistributedLearners(cfg, len(ids), cfg.num_learner_shards,
                                             cfg.num_gpus_for_learners, cfg.num_cpus_per_learner,
-                                            run.seed, cfg.magnet)
+                                            run.seed, cfg.magnet, run.actor_timeout_s)
         try:  # a failed start leaves no learners, replays or store behind
             for pid in ids:
                 self.learners.add_policy(pid, obs_space, act_space)

@@ -42,6 +42,21 @@ def init_ray(address: str | None, cpus_needed: float = 0.0) -> float:
     return time.perf_counter() - t0
 
 
+def check_resources(needed: dict[str, float], what: str,
+                    flags: dict[str, str] | None = None) -> None:
+    """ValueError when the whole cluster has less of a resource than ``what`` needs
+    (Ray would wait forever for it): one line naming the resource, what is there, and
+    the flag to change (``flags``: resource -> flag)."""
+    have = ray.cluster_resources()
+    for name, amount in needed.items():
+        if amount > have.get(name, 0.0) + 1e-9:
+            flag = (flags or {}).get(name)
+            change = f"lower {flag}" if flag else "ask for less"
+            raise ValueError(f"{what} need {amount:g} {name}s but the Ray cluster has "
+                             f"{have.get(name, 0.0):g}: {change}, or join a cluster that has "
+                             "them (--address).")
+
+
 def _check_reachable(address: str) -> None:
     """One line naming the address, instead of Ray retrying for minutes and then
     printing a traceback."""

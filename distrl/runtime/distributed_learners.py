@@ -26,8 +26,9 @@ from distrl.core.types import Rollout
 from distrl.league.config import Magnet
 from distrl.league.trainer import PolicyTrainer
 from distrl.ppo.config import PPOHyperparams
+from distrl.runtime.cluster import check_resources
 from distrl.store.policy_cache import PolicySpec, flatten_policy
-from distrl.store.remote import head_store, publish, stop_head_store
+from distrl.store.remote import head_store, publish, stop_head_store, wait
 
 
 @ray.remote(num_cpus=0)
@@ -130,15 +131,19 @@ class DistributedLearners:
     evenly among them (fractions allowed); shards go round-robin over the cluster's
     nodes. ``cpus_per_learner`` is what Ray reserves for each learner. Each learner's
     weights and shuffles are seeded from ``seed`` and its policy id, so a run repeats
-    whatever order policies are added in.
+    whatever order policies are added in. Every wait ends within ``timeout_s``; a
+    request the cluster cannot hold at all is refused before anything starts.
     """
 
     def __init__(self, config: PPOHyperparams, max_policies: int, num_shards: int | None = None,
                  num_gpus: float = 0.0, cpus_per_learner: float = 1.0, seed: int = 0,
-                 magnet: Magnet | None = None):
+                 magnet: Magnet | None = None, timeout_s: float = 600.0):
         if max_policies <= 0:
             raise ValueError(f"`max_policies` ({max_policies}) must be > 0.")
+        check_resources({"GPU": num_gpus, "CPU": cpus_per_learner * max_policies},
+                        f"{max_policies} learners")
         self.config, self.cpus_per_learner, self.seed = config, cpus_per_learner, seed
+        self.timeout_s = timeout_s
         self.magnet = magnet or Magnet()  # off
         shards = num_shards or min(int(num_gpus) or max_policies, max_policies)
         if not 0 < shards <= max_policies:
@@ -173,7 +178,15 @@ class DistributedLearners:
                 ).remote(policy_id, obs_space, act_space, self.config, shard.replay,
                          self.head, seed_for(self.seed, zlib.crc32(policy_id.encode())),
                          self.magnet)
-                ray.get(learner.node_id.remote())  # started (and published) before use
+                try:  # started (and published) before use
+                    ray.get(learner.node_id.remote(), timeout=self.timeout_s)
+                except ray.exceptions.GetTimeoutError:
+                    ray.kill(learner)
+                    raise RuntimeError(
+                        f"the learner of {policy_id!r} did not start within "
+                        f"{self.timeout_s:g} s; it asks for {self.cpus_per_learner:g} CPUs "
+                        f"and {self.gpus_per_policy:g} GPUs on node {shard.node_id[:8]}, "
+                        f"whose cluster has {ray.available_resources()} free.") from None
                 shard.learners[policy_id] = learner
                 return learner
         raise RuntimeError(f"all {len(self.shards)} learner shards are full "
@@ -186,8 +199,8 @@ class DistributedLearners:
             learner = shard.learners.pop(policy_id, None)
             if learner is not None:
                 ray.kill(learner)
-                ray.get(shard.replay.drop.remote(policy_id))
-                ray.get(self.head.remove.remote(policy_id))
+                ray.get(shard.replay.drop.remote(policy_id), timeout=self.timeout_s)
+                wait(self.head.remove.remote(policy_id), f"remove {policy_id!r}")
                 return
         raise KeyError(f"no learner for policy {policy_id!r}.")
 

@@ -23,6 +23,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from distrl.store.policy_cache import CachedPolicy, PolicyCache, PolicySpec
 
 HEAD_NAME = "distrl_policy_store_head"
+STORE_TIMEOUT_S = 120.0
+"""The longest a store call may take; stores answer in milliseconds."""
 Entry = tuple[int, list[ray.ObjectRef], PolicySpec]  # (version, [weights ref], spec)
 
 
@@ -59,8 +61,8 @@ class PolicyStore:
         self._removed.pop(policy_id, None)
         # Wait for the other nodes' stores, so that a returned version is visible on every
         # node (they never call back into the head, so this cannot deadlock).
-        ray.get([s.replicate.remote(policy_id, weights, spec, version)
-                 for s in self._followers.values()])
+        wait([s.replicate.remote(policy_id, weights, spec, version)
+              for s in self._followers.values()], "replicate a publish")
         return version
 
     def remove(self, policy_id: str) -> None:
@@ -69,7 +71,8 @@ class PolicyStore:
         entry = self._entries.pop(policy_id, None)
         if entry is not None:
             self._removed[policy_id] = entry[0]
-        ray.get([s.remove.remote(policy_id) for s in self._followers.values()])
+        wait([s.remove.remote(policy_id) for s in self._followers.values()],
+             "replicate a removal")
 
     def versions(self, policy_ids: list[str] | None = None) -> dict[str, int]:
         """The cheap check: newest version per known id (unknown ids are left out)."""
@@ -102,6 +105,16 @@ class PolicyStore:
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
             ).remote(self._entries, self._removed)
         return self._followers[node_id]
+
+
+def wait(refs: Any, what: str) -> Any:
+    """ray.get with STORE_TIMEOUT_S: a store that does not answer is named, not waited
+    for forever."""
+    try:
+        return ray.get(refs, timeout=STORE_TIMEOUT_S)
+    except ray.exceptions.GetTimeoutError:
+        raise RuntimeError(f"the policy store did not {what} within {STORE_TIMEOUT_S:g} s: "
+                           "its node may be lost or out of resources (ray status).") from None
 
 
 def head_store() -> Any:
@@ -138,7 +151,7 @@ def stop_head_store(head: Any, timeout_s: float = 30.0) -> None:
 def publish(head: Any, policy_id: str, flat: np.ndarray, spec: PolicySpec) -> int:
     """Hand the weights to the head store, which owns them from then on (they outlive
     this process: frozen league snapshots of a learner that died); returns the version."""
-    return ray.get(head.publish.remote(policy_id, flat, spec))
+    return wait(head.publish.remote(policy_id, flat, spec), f"publish {policy_id!r}")
 
 
 class PolicyReader:
@@ -146,20 +159,20 @@ class PolicyReader:
 
     def __init__(self, head: Any, max_cached_policies: int = 64):
         node_id = ray.get_runtime_context().get_node_id()
-        self.store = ray.get(head.store_for.remote(node_id))
+        self.store = wait(head.store_for.remote(node_id), "find this node's store")
         self.cache = PolicyCache(max_cached_policies)
 
     def refresh(self, policy_ids: list[str]) -> dict[str, int]:
         """One round trip to compare versions; a second, and the mapping of new buffers,
         only for policies that changed. Removed policies are dropped from the cache."""
-        versions = ray.get(self.store.versions.remote(policy_ids))
+        versions = wait(self.store.versions.remote(policy_ids), "list versions")
         for pid in policy_ids:
             if pid not in versions:
                 self.cache.drop(pid)
         stale = self.cache.stale(versions)
         if stale:
-            entries = ray.get(self.store.latest.remote(stale))
-            flats = ray.get([box[0] for _, box, _ in entries.values()])
+            entries = wait(self.store.latest.remote(stale), "hand out new weights")
+            flats = wait([box[0] for _, box, _ in entries.values()], "map new weights")
             for (pid, (version, _, spec)), flat in zip(entries.items(), flats, strict=True):
                 self.cache.put(pid, version, spec, flat)
         return versions

@@ -5,7 +5,7 @@ import pytest
 def ray_local():
     """One embedded 2-CPU Ray cluster per test module (two_nodes makes another kind)."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
 

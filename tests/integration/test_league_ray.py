@@ -112,3 +112,47 @@ def test_ray_league_trains_snapshots_and_resumes(ray_local, tmp_path):
     finally:
         restored.close()
     assert np.isfinite(first["league/elo/main_0"])
+
+
+def test_a_learner_that_cannot_start_is_an_error_within_its_timeout(ray_local):
+    """Both CPUs held elsewhere: add_policy waited forever for its learner."""
+    from distrl.league.games import make_multiagent_env, policy_obs_space
+    from distrl.runtime.distributed_learners import DistributedLearners
+
+    @ray.remote(num_cpus=2)
+    class Hog:
+        def ready(self):
+            return True
+
+    hog = Hog.remote()
+    ray.get(hog.ready.remote())
+    env = make_multiagent_env(GAME)
+    spaces = (policy_obs_space(env.observation_space("player_0")),
+              env.action_space("player_0"))
+    learners = DistributedLearners(PPOHyperparams(), max_policies=1, cpus_per_learner=1,
+                                   timeout_s=3.0)
+    try:
+        with pytest.raises(RuntimeError, match=r"did not start within 3 s.*1 CPUs"):
+            learners.add_policy("a", *spaces)
+        assert len(learners) == 0
+        with pytest.raises(ValueError, match="need 1 GPUs but the Ray cluster has 0"):
+            DistributedLearners(PPOHyperparams(), max_policies=1, num_gpus=1.0)
+    finally:
+        learners.stop()
+        ray.kill(hog)
+
+
+def test_cli_league_asking_for_a_missing_gpu_is_one_line(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "distrl", "train", "league", "--env",
+                          "openspiel:kuhn_poker", "--num-env-runners", "1",
+                          "--num-gpus-for-learners", "1", "--logdir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and time.monotonic() - t0 < 120
+    assert "Traceback" not in out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("distrl: error")]
+    assert len(errors) == 1 and "--num-gpus-for-learners" in errors[0], out.stderr[-2000:]

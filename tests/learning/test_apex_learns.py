@@ -13,7 +13,7 @@ pytestmark = pytest.mark.learning
 @pytest.fixture
 def ray_2cpu():
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.learning
 
 def test_ddppo_cartpole_reaches_475_with_two_workers(tmp_path):
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     t = tuned("cartpole", "ddppo")
     try:
         # Seeds 0-4 reached it within 72k-135k env steps on the reference machine.
