@@ -2,7 +2,7 @@
 #   make train   PPO on CartPole-v1, embedded local Ray, 2 env runners, stops at return 475
 #   make test    the test suite (unit, integration on a 2-CPU local Ray, learning)
 # Both create .venv on first use. constraints.txt pins torch to the CPU wheel used on the
-# reference machines; `pip install distrl` elsewhere takes any torch >= 2.2.
+# reference machines; `pip install distrl` elsewhere takes any torch >= 2.4.
 
 PYTHON ?= python3
 VENV := .venv

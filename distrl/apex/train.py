@@ -48,7 +48,7 @@ def train_apex(config: ApexConfig | None = None, run: RunConfig | None = None
         learner.set_state({**start.ckpt.tensors("learner", "state.pt"),
                            "model": start.ckpt.tensors("policy", "weights.pt")})
     progress = start.progress()
-    engine, ray_start_s = make_engine(config, run, learner, obs_space)
+    engine, ray_start_s = make_engine(config, run, learner, obs_space, progress.iteration)
 
     def iterate() -> dict[str, Any]:
         updates0 = learner.updates
@@ -80,9 +80,12 @@ def train_apex(config: ApexConfig | None = None, run: RunConfig | None = None
     return drive(start, progress, iterate, save, engine.close, ray_start_s, learner.snapshot)
 
 
-def make_engine(config: ApexConfig, run: RunConfig, learner: DQNLearner, obs_space: gym.Space
-                ) -> tuple[ApexEngine, float]:
-    """The in-process loop (num_workers=0) or the Ray runtime, and Ray's start-up time."""
+def make_engine(config: ApexConfig, run: RunConfig, learner: DQNLearner, obs_space: gym.Space,
+                resumed_at: int = 0) -> tuple[ApexEngine, float]:
+    """The in-process loop (num_workers=0) or the Ray runtime, and Ray's start-up time.
+    A run resumed at iteration ``resumed_at`` seeds its envs and shards anew (the replay
+    and env states are not saved: the same seeds would replay the first episodes)."""
+    resumed = (resumed_at,) if resumed_at else ()
     n = max(config.num_workers, 1)
     epsilons = epsilon_ladder(n if config.num_workers else config.num_envs_per_worker,
                               config.epsilon_base, config.epsilon_alpha)
@@ -92,7 +95,7 @@ def make_engine(config: ApexConfig, run: RunConfig, learner: DQNLearner, obs_spa
                else epsilons.tolist())
         return dict(env=run.env, num_envs=config.num_envs_per_worker, model=config.model,
                     dueling=config.dueling, epsilons=eps, gamma=config.gamma,
-                    n_step=config.n_step, seed=seed_for(run.seed, i, restart),
+                    n_step=config.n_step, seed=seed_for(run.seed, i, restart, *resumed),
                     worker_side_prioritization=config.worker_side_prioritization,
                     env_config=run.env_config)
 
@@ -100,7 +103,7 @@ def make_engine(config: ApexConfig, run: RunConfig, learner: DQNLearner, obs_spa
         return dict(capacity=config.shard_capacity, obs_shape=tuple(obs_space.shape),
                     obs_dtype=str(obs_space.dtype), frame_stack=frame_stack(obs_space),
                     alpha=config.prioritized_replay_alpha, eps=config.prioritized_replay_eps,
-                    seed=seed_for(run.seed, 10_000 + s, restart),
+                    seed=seed_for(run.seed, 10_000 + s, restart, *resumed),
                     first_id=restart * SHARD_ID_SPAN)
 
     reporting = set(low_epsilon_workers(epsilons).tolist())  # actors, or in-process envs

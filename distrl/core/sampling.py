@@ -9,7 +9,7 @@ autoreset spends one step per finished episode on the reset; those rows are inva
 
 from __future__ import annotations
 
-import pickle
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -80,6 +80,7 @@ class EnvLoop:
         self.prev_done = np.zeros(num_envs, dtype=bool)  # next step of this env is a reset
         self.ep_return = np.zeros(num_envs, dtype=np.float64)
         self.ep_len = np.zeros(num_envs, dtype=np.int64)
+        self._unpicklable_reported = False
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         return self.envs.single_observation_space, self.envs.single_action_space
@@ -150,7 +151,11 @@ class EnvLoop:
         try:
             return cloudpickle.dumps((self.envs, self.obs, self.prev_done, self.ep_return,
                                       self.ep_len))
-        except (pickle.PicklingError, TypeError, AttributeError):  # a process, socket, ...
+        except Exception as err:  # a process, socket, C handle ...: each raises its own kind
+            if not self._unpicklable_reported:
+                self._unpicklable_reported = True
+                warnings.warn(f"{self.env_name}'s envs cannot be saved ({type(err).__name__}: "
+                              f"{err}); a resume starts fresh episodes.", stacklevel=2)
             return None
 
     def set_state(self, state: bytes | None) -> None:

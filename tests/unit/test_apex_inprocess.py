@@ -72,3 +72,26 @@ def test_the_run_stops_at_max_env_steps_not_at_a_reporting_period(tmp_path):
                                        progress=False))
     assert 100 <= out["env/steps_total"] <= 100 + 2 * 25  # one fragment of 2 envs over
     assert out["time/total_s"] < 5.0
+
+
+def test_a_resumed_run_seeds_its_envs_anew():
+    """The replay and the envs are not saved: a resume with the first run's seeds would
+    play the first run's episodes again."""
+    import gymnasium as gym
+    import numpy as np
+
+    from distrl.apex.roles import DQNLearner
+    from distrl.apex.train import make_engine
+
+    config = ApexConfig(**SMALL)
+    space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    learner = DQNLearner(space, gym.spaces.Discrete(2), config, torch.device("cpu"))
+
+    def first_obs(resumed_at):
+        engine, _ = make_engine(config, RunConfig(), learner, space, resumed_at)
+        obs = engine.actor.loop.obs.copy()
+        engine.close()
+        return obs
+
+    np.testing.assert_array_equal(first_obs(0), first_obs(0))
+    assert not np.array_equal(first_obs(0), first_obs(7))

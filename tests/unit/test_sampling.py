@@ -84,3 +84,24 @@ def test_a_vector_env_without_next_step_autoreset_is_refused():
             make_vec_env("distrl-test/SameStep-v0", 2)
     finally:
         del gym.registry["distrl-test/SameStep-v0"]
+
+
+class Handle:
+    """Stands for a simulator handle whose pickling fails with its own exception kind."""
+
+    def __reduce__(self):
+        raise RuntimeError("cannot pickle a simulator handle")
+
+
+class HandleEnv(RecordingEnv):
+    def __init__(self):
+        super().__init__(gym.spaces.Discrete(2))
+        self.handle = Handle()
+
+
+def test_envs_that_cannot_be_pickled_resume_fresh_with_a_warning():
+    loop = EnvLoop(lambda: HandleEnv(), 2, seed=0)
+    with pytest.warns(UserWarning, match="cannot be saved.*RuntimeError.*fresh episodes"):
+        assert loop.get_state() is None
+    loop.set_state(None)  # a resume keeps the loop's own fresh envs
+    loop.close()
