@@ -250,21 +250,47 @@ def drive(start: Start, progress: Progress, iterate: Callable[[], dict[str, Any]
     run.evaluation_duration episodes on envs of its own in this process (eval/ metrics).
 
     Ctrl-C ends the loop after the iteration in progress, then checkpoints, so the
-    checkpoint always holds a completed iteration; a second Ctrl-C aborts at once.
+    checkpoint always holds a completed iteration; a second Ctrl-C aborts at once. A run
+    that fails with an error first saves its last completed iteration, if not saved yet,
+    so that --resume is always possible.
     """
     logger = None
+    saved_at = [progress.iteration]  # a resumed run's checkpoint holds this iteration
+
+    def save_once() -> Path:
+        path = save()
+        saved_at[0] = progress.iteration
+        return path
+
     try:
         logger = MetricsLogger(start.logdir, start.run.progress)
         metrics, stopped_by = _loop(start.run, progress, logger, _named(start, progress,
                                                                         iterate),
-                                    save, policy, should_stop)
+                                    save_once, policy, should_stop)
         checkpoint = save()
+    except Exception:
+        if progress.iteration > saved_at[0]:
+            _save_after_error(save_once, progress, start.logdir)
+        raise
     finally:
         close()
         if logger is not None:
             logger.close()
     return {**metrics, "checkpoint": str(checkpoint), "logdir": str(start.logdir),
             "stopped_by": stopped_by, "ray_start_s": ray_start_s}
+
+
+def _save_after_error(save: Callable[[], Path], progress: Progress, logdir: Path) -> None:
+    """Checkpoint a failed run's last completed iteration, saying where (on stderr, so
+    the error stays the last line)."""
+    try:
+        path = save()
+    except Exception as err:  # the workers may be gone with the error
+        print(f"distrl: saving iteration {progress.iteration} after the error failed too "
+              f"({type(err).__name__}: {err})", file=sys.stderr, flush=True)
+        return
+    print(f"distrl: saved iteration {progress.iteration} to {path} before stopping; "
+          f"continue with --resume {logdir}", file=sys.stderr, flush=True)
 
 
 def _named(start: Start, progress: Progress, iterate: Callable[[], dict[str, Any]]

@@ -156,3 +156,14 @@ def test_a_nan_loss_stops_the_run_naming_algorithm_iteration_and_value(tmp_path,
     monkeypatch.setattr(ppo_loss_module, "ppo_loss", nan_in_the_second_iteration)
     with pytest.raises(NonFiniteError, match=r"ppo, iteration 2: the loss is nan"):
         train_ppo(SMALL, run(tmp_path, max_env_steps=640))
+
+
+def test_a_run_that_fails_saves_its_last_completed_iteration(tmp_path, capsys):
+    """checkpoint_every=0 (the default) used to leave nothing after an error."""
+    with pytest.raises(ValueError, match="non-finite"):
+        train_ppo(SMALL, run(tmp_path, env=counting(end=100, nan_at=50), max_env_steps=10**6))
+    ckpt = Checkpoint(tmp_path)
+    assert ckpt.manifest["iteration"] == 3  # 16 steps per env per iteration; step 50 failed
+    assert f"saved iteration 3 to {tmp_path / 'checkpoint'}" in capsys.readouterr().err
+    rows = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert len(rows) == 3
