@@ -357,7 +357,8 @@ def _reached(run: RunConfig, progress: Progress, evaluation: dict[str, Any] | No
 
 @contextmanager
 def _interrupt_between_iterations(logger: MetricsLogger) -> Iterator[threading.Event]:
-    """The first SIGINT only sets the event the loop checks between iterations."""
+    """The first SIGINT or SIGTERM (Ctrl-C, `kill`, a scheduler's stop) only sets the
+    event the loop checks between iterations: the run then saves and stops cleanly."""
     interrupted = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield interrupted  # signal handlers can only be set from the main thread
@@ -367,14 +368,15 @@ def _interrupt_between_iterations(logger: MetricsLogger) -> Iterator[threading.E
         if interrupted.is_set():
             raise KeyboardInterrupt
         interrupted.set()
-        logger.info("distrl: Ctrl-C: finishing this iteration, then saving a checkpoint "
-                    "(Ctrl-C again to abort without saving)")
+        logger.info(f"distrl: {signal.Signals(signum).name}: finishing this iteration, then "
+                    "saving a checkpoint (Ctrl-C again to abort without saving)")
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield interrupted
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 def save_run(start: Start, progress: Progress, policy: dict[str, Any],

@@ -77,6 +77,7 @@ class InterruptOnce(gym.Env):
 
     fire_at: int | None = None
     steps = 0
+    signal = signal.SIGINT
     observation_space = gym.make("CartPole-v1").observation_space
     action_space = gym.spaces.Discrete(2)
 
@@ -89,7 +90,7 @@ class InterruptOnce(gym.Env):
     def step(self, action):
         InterruptOnce.steps += 1
         if InterruptOnce.steps == InterruptOnce.fire_at:
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), InterruptOnce.signal)
         return self.env.step(action)
 
 
@@ -167,3 +168,15 @@ def test_a_run_that_fails_saves_its_last_completed_iteration(tmp_path, capsys):
     assert f"saved iteration 3 to {tmp_path / 'checkpoint'}" in capsys.readouterr().err
     rows = (tmp_path / "metrics.jsonl").read_text().splitlines()
     assert len(rows) == 3
+
+
+def test_sigterm_stops_cleanly_like_ctrl_c(tmp_path):
+    InterruptOnce.steps, InterruptOnce.fire_at = 0, 100
+    InterruptOnce.signal = signal.SIGTERM
+    try:
+        stopped = train_ppo(SMALL, run(tmp_path, env=InterruptOnce, max_env_steps=256))
+    finally:
+        InterruptOnce.fire_at, InterruptOnce.signal = None, signal.SIGINT
+    assert stopped["stopped_by"] == "interrupted" and stopped["iteration"] == 2
+    assert Checkpoint(tmp_path).manifest["iteration"] == 2
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handler is given back
