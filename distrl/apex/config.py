@@ -63,6 +63,10 @@ class ApexConfig:
     """Importance-sampling exponent."""
     prioritized_replay_eps: float = 1e-6
     """Added to |td| so no transition gets priority 0."""
+    checkpoint_replay: bool = False
+    """In process (num_workers=0): save the replay, the actor's envs and every counter in
+    checkpoints, so that a resume continues exactly (the replay is large: about
+    replay/bytes_per_transition x capacity). Ray runs refill their shards on resume."""
     worker_side_prioritization: bool = True
     """Actors compute initial priorities with their own net (else: the max priority)."""
     epsilon_base: float = 0.4

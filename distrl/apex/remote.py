@@ -30,7 +30,8 @@ from distrl.apex.roles import (
     updates_due,
 )
 from distrl.core.config import RunConfig
-from distrl.runtime.supervisor import Fault, MakeKwargs, Supervisor, cause
+from distrl.runtime.cluster import release_ray
+from distrl.runtime.supervisor import Fault, MakeKwargs, Supervisor, cause, last_line
 
 
 class _RemoteActor(ApexActor):
@@ -196,7 +197,7 @@ class ApexRuntime:
         try:
             result = ray.get(ref)
         except ray.exceptions.RayActorError as err:
-            self._replace(call, Fault(f"died: {str(err).strip().splitlines()[-1]}", True))
+            self._replace(call, Fault(f"died: {last_line(err)}", True))
             return
         except Exception as err:
             raise cause(err) from None
@@ -280,3 +281,4 @@ class ApexRuntime:
         self.thread.stop()
         self.actors.close()
         self.shards.close()
+        release_ray()

@@ -83,6 +83,17 @@ class ApexActor:
             self.qnet.load_state_dict({k: readonly_tensor(v) for k, v in weights.items()})
             self.version = version
 
+    def get_state(self) -> tuple[bytes | None, torch.Tensor, Weights, int]:
+        """Envs (a trusted pickle), the sampling generator, and the weights it acts with
+        (often older than the learner's) and their version."""
+        weights = {k: v.numpy().copy() for k, v in self.qnet.state_dict().items()}
+        return self.loop.get_state(), self.generator.get_state(), weights, self.version
+
+    def set_state(self, state: tuple[bytes | None, torch.Tensor, Weights, int]) -> None:
+        self.loop.set_state(state[0])
+        self.generator.set_state(state[1])
+        self.set_weights(state[2], int(state[3]))
+
     def collect(self, steps_per_env: int) -> tuple[NStepFragment, np.ndarray | None,
                                                    dict[str, Any]]:
         """(fragment, initial |td| priorities or None, episode stats and counts)."""
@@ -137,6 +148,19 @@ class ReplayShard:
     def stats(self) -> dict[str, int]:
         return {"size": len(self.replay), "sampled": self.sampled,
                 "bytes_per_transition": self.replay.bytes_per_transition()}
+
+    def get_state(self) -> dict[str, Any]:
+        """The replay as tensors and numbers (loadable with weights_only=True), its
+        sampling RNG and counter."""
+        replay = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v
+                  for k, v in self.replay.state_dict().items()}
+        return {"replay": replay, "rng": self.rng.bit_generator.state, "sampled": self.sampled}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.replay.load_state_dict({k: v.numpy() if torch.is_tensor(v) else v
+                                     for k, v in state["replay"].items()})
+        self.rng.bit_generator.state = state["rng"]
+        self.sampled = int(state["sampled"])
 
 
 class DQNLearner:
@@ -322,6 +346,19 @@ class LocalApex:
                 out["sampled"] += len(batch)
         out["time_s"] = time.perf_counter() - t0
         return out
+
+    def get_state(self) -> dict[str, Any]:
+        """The shard and the loop's counters (the actor's envs are saved apart: they are a
+        pickle)."""
+        return {"shard": self.shard.get_state(), "stored": self.stored,
+                "weight_syncs": self.weight_syncs, "trained0": self.trained0,
+                "sync": [self.sync.since, self.sync.version]}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.shard.set_state(state["shard"])
+        self.stored, self.weight_syncs = int(state["stored"]), int(state["weight_syncs"])
+        self.trained0 = int(state["trained0"])
+        self.sync.since, self.sync.version = (int(x) for x in state["sync"])
 
     def metrics(self) -> dict[str, float]:
         stats = self.shard.stats()

@@ -49,6 +49,10 @@ def train_apex(config: ApexConfig | None = None, run: RunConfig | None = None
                            "model": start.ckpt.tensors("policy", "weights.pt")})
     progress = start.progress()
     engine, ray_start_s = make_engine(config, run, learner, obs_space, progress.iteration)
+    keep_replay = config.checkpoint_replay and config.num_workers == 0
+    if keep_replay and start.ckpt is not None and "replay" in start.ckpt.manifest["components"]:
+        engine.set_state(start.ckpt.tensors("replay", "state.pt"))
+        engine.actor.set_state(start.ckpt.trusted("runners", "state.pkl")["runner_states"][0])
 
     def iterate() -> dict[str, Any]:
         updates0 = learner.updates
@@ -75,7 +79,11 @@ def train_apex(config: ApexConfig | None = None, run: RunConfig | None = None
         state = learner.get_state()
         policy = policy_files(state.pop("model"), obs_space, act_space, config.model,
                               builder="dueling_q_network" if config.dueling else "q_network")
-        return save_run(start, progress, policy, state, [], {"stored": engine.stored})
+        if not keep_replay:
+            return save_run(start, progress, policy, state, [], {"stored": engine.stored})
+        return save_run(start, progress, policy, state, [engine.actor.get_state()],
+                        {"stored": engine.stored},
+                        more={"replay": {"state.pt": engine.get_state()}})
 
     return drive(start, progress, iterate, save, engine.close, ray_start_s, learner.snapshot)
 

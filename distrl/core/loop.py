@@ -381,8 +381,10 @@ def _interrupt_between_iterations(logger: MetricsLogger) -> Iterator[threading.E
 
 def save_run(start: Start, progress: Progress, policy: dict[str, Any],
              learner: dict[str, Any], runner_states: list[Any],
-             algo_state: dict[str, Any] | None = None) -> Path:
-    """The checkpoint components every algorithm writes; ``policy`` from policy_files()."""
+             algo_state: dict[str, Any] | None = None,
+             more: dict[str, dict[str, Any]] | None = None) -> Path:
+    """The checkpoint components every algorithm writes; ``policy`` from policy_files();
+    ``more``: an algorithm's own components (Ape-X's replay)."""
     run = start.run
     factory = None if isinstance(run.env, str) else run.env
     # A factory is no JSON: the run's JSON says env=None, the trusted pickle holds it.
@@ -398,6 +400,7 @@ def save_run(start: Start, progress: Progress, policy: dict[str, Any],
             "progress": {"progress.json": {"progress": progress.to_json(),
                                            "algo": algo_state or {}}},
             "runners": {"state.pkl": {"runner_states": runner_states, "env_factory": factory}},
+            **(more or {}),
         },
     )
 

@@ -45,6 +45,7 @@ from distrl.ddppo.shm_allreduce import ShmAllReduce, ShmUnavailable, shm_support
 from distrl.models.actor_critic import ActorCritic
 from distrl.ppo.env_runner import EnvRunner
 from distrl.ppo.loss import ppo_update
+from distrl.runtime.cluster import release_ray
 from distrl.runtime.supervisor import Fault, MakeKwargs, Supervisor
 
 
@@ -339,3 +340,4 @@ class DDPPOWorkerGroup:
 
     def close(self) -> None:
         self.sup.close()
+        release_ray()

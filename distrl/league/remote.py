@@ -16,9 +16,9 @@ import torch
 from distrl.core.sampling import seed_for
 from distrl.league.games import make_multiagent_env
 from distrl.league.matches import RANDOM, MatchLoop, MatchResult, RandomPolicy
-from distrl.runtime.cluster import check_resources, init_ray
+from distrl.runtime.cluster import check_resources, init_ray, release_ray
 from distrl.runtime.distributed_learners import DistributedLearners
-from distrl.runtime.supervisor import Supervisor
+from distrl.runtime.supervisor import Supervisor, last_line
 from distrl.store.policy_cache import FlatLayout, PolicySpec
 from distrl.store.remote import PolicyReader
 
@@ -85,7 +85,12 @@ class RayPlayers:
         init_ray(run.address, cfg.num_env_runners * cfg.num_cpus_per_env_runner
                  + len(ids) * cfg.num_cpus_per_learner)
         self.cfg, self.choose, self.ids = cfg, choose, ids
-        self.timeout = run.actor_timeout_s
+        self.timeout, self.max_restarts = run.actor_timeout_s, run.max_restarts
+        self.restarts: dict[str, int] = {}
+        # What a restarted learner resumes from besides its published weights: its
+        # trainer state as of the last checkpoint (or restore), and its newest env steps.
+        self.trainer_states: dict[str, dict[str, Any]] = {}
+        self.steps: dict[str, int] = {}
         self.spec = PolicySpec(obs_space, act_space, cfg.model)
         check_resources({"GPU": cfg.num_gpus_for_learners,
                          "CPU": len(ids) * cfg.num_cpus_per_learner
@@ -104,6 +109,7 @@ class RayPlayers:
             self.runners = self._start_runners(run)
         except BaseException:
             self.learners.stop()
+            release_ray()
             raise
 
     def _start_runners(self, run: Any) -> Supervisor:
@@ -148,21 +154,61 @@ class RayPlayers:
         results = [r for i in sorted(out) for r in out[i][0]]
         return results, sum(steps for _, steps in out.values())
 
+    def _on_learners(self, call: Callable[[Any], Any], ids: list[str] | None = None
+                     ) -> dict[str, Any]:
+        """``call(learner)`` (a remote call) on each learner, all at once; a learner that
+        died or hung is restarted (_restart) and its call made again."""
+        ids = [pid for pid, _, _ in self.learners] if ids is None else ids
+        pending = {pid: call(self.learners.get(pid)[0]) for pid in ids}
+        out: dict[str, Any] = {}
+        while pending:
+            retry = {}
+            for pid, ref in pending.items():
+                try:
+                    out[pid] = ray.get(ref, timeout=self.timeout)
+                except ray.exceptions.RayActorError as err:
+                    retry[pid] = call(self._restart(pid, f"died ({last_line(err)})"))
+                except ray.exceptions.GetTimeoutError:
+                    retry[pid] = call(self._restart(pid, f"hung ({self.timeout:g} s)"))
+            pending = retry
+        return out
+
+    def _restart(self, pid: str, why: str) -> Any:
+        """A new learner for ``pid`` from the weights it last published (the store owns
+        them) and its trainer state as of the last checkpoint: optimizer and KL
+        coefficient; fresh ones before the first checkpoint. Samples it had taken for
+        its update are lost; its replay's newer ones are not."""
+        done = self.restarts.get(pid, 0)
+        if done >= self.max_restarts:
+            raise RuntimeError(f"league learner {pid} {why}; it was already restarted {done} "
+                               f"times (max_restarts={self.max_restarts}), giving up.")
+        self.restarts[pid] = done + 1
+        weights = self._weights([pid])[pid]
+        steps = self.steps.get(pid, 0)
+        state = self.trainer_states.get(pid) or {
+            "optimizer": None, "kl_coeff": self.cfg.kl_coeff, "magnet_at": steps,
+            "magnet": weights if self.cfg.magnet.coeff > 0 else None}
+        learner = self.learners.restart_policy(pid)
+        self._get(learner.set_state.remote({**state, "model": weights,
+                                            "env_steps": max(steps, state.get("env_steps", 0))}))
+        print(f"distrl: league learner {pid} {why}; restarted from its last published "
+              f"weights (restart {done + 1}/{self.max_restarts})", flush=True)
+        return learner
+
     def train(self) -> dict[str, dict[str, float]]:
         """Every learner trains on what its replay received, all at once."""
-        futures = {pid: learner.train.remote(1) for pid, learner, _ in self.learners}
-        return {pid: m for pid, m in zip(futures, self._get(list(futures.values())), strict=True)
-                if m is not None}
+        out = self._on_learners(lambda learner: learner.train.remote(1))
+        return {pid: m for pid, m in out.items() if m is not None}
 
     def env_steps(self) -> dict[str, int]:
-        futures = {pid: learner.env_steps.remote() for pid, learner, _ in self.learners}
-        return dict(zip(futures, self._get(list(futures.values())), strict=True))
+        self.steps = self._on_learners(lambda learner: learner.env_steps.remote())
+        return dict(self.steps)
 
     def freeze(self, pid: str, snap: str) -> None:
-        self._get(self.learners.get(pid)[0].snapshot.remote(snap))
+        self._on_learners(lambda learner: learner.snapshot.remote(snap), [pid])
 
     def reset(self, pid: str) -> None:
-        self._get(self.learners.get(pid)[0].reset.remote())
+        self._on_learners(lambda learner: learner.reset.remote(), [pid])
 
     def acting(self) -> StoreView:
         self.reader.refresh(self.ids)  # the learners' newest versions
@@ -184,15 +230,16 @@ class RayPlayers:
         return out
 
     def metrics(self) -> dict[str, float]:
-        return self.runners.metrics()
+        return {**self.runners.metrics(),
+                "faults/restarts/league_learners": float(sum(self.restarts.values()))}
 
     def get_state(self) -> dict[str, Any]:
         """Every policy's weights (snapshots from the store); the learners' optimizer,
         KL coefficient and steps."""
-        futures = {pid: learner.get_state.remote() for pid, learner, _ in self.learners}
-        trainers = dict(zip(futures, self._get(list(futures.values())), strict=True))
+        trainers = self._on_learners(lambda learner: learner.get_state.remote())
         frozen = [p for p in self._get(self.learners.head.versions.remote()) if p not in trainers]
         weights = {pid: t.pop("model") for pid, t in trainers.items()}
+        self.trainer_states = dict(trainers)
         return {"weights": {**weights, **self._weights(frozen)}, "trainers": trainers}
 
     def set_state(self, saved: dict[str, Any]) -> None:
@@ -201,6 +248,7 @@ class RayPlayers:
         for pid, weights in saved["weights"].items():
             found = self.learners.get(pid)
             if found is not None:
+                self.trainer_states[pid] = saved["trainers"][pid]
                 futures.append(found[0].set_state.remote({**saved["trainers"][pid],
                                                           "model": weights}))
             else:
@@ -211,6 +259,7 @@ class RayPlayers:
     def close(self) -> None:
         self.runners.close()
         self.learners.stop()
+        release_ray()
 
 
 @dataclass
@@ -222,4 +271,3 @@ class StoreView:
 
     def __getitem__(self, policy_id: str) -> Any:
         return self.random if policy_id == RANDOM else self.reader.policy(policy_id)
-

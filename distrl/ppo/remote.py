@@ -8,6 +8,7 @@ import ray
 from distrl.core.config import RunConfig
 from distrl.core.types import Rollout
 from distrl.ppo.env_runner import EnvRunner, Weights
+from distrl.runtime.cluster import release_ray
 from distrl.runtime.supervisor import MakeKwargs, Supervisor
 
 
@@ -46,4 +47,5 @@ class RayRunnerGroup:
 
     def close(self) -> None:
         self.sup.close()
+        release_ray()
 

@@ -16,6 +16,7 @@ import ray
 import torch
 
 CONNECT_TIMEOUT_S = 5.0
+_started = False  # whether init_ray started (or joined) the Ray this process uses
 
 
 def init_ray(address: str | None, cpus_needed: float = 0.0) -> float:
@@ -27,6 +28,7 @@ def init_ray(address: str | None, cpus_needed: float = 0.0) -> float:
 
     Returns the seconds it took, so start-up can be reported apart from training.
     """
+    global _started
     if ray.is_initialized():
         return 0.0
     t0 = time.perf_counter()
@@ -39,7 +41,18 @@ def init_ray(address: str | None, cpus_needed: float = 0.0) -> float:
         cpus = max(os.cpu_count() or 1, math.ceil(cpus_needed))
         ray.init(address="local", num_cpus=cpus, namespace=namespace,
                  include_dashboard=False, log_to_driver=True)
+    _started = True
     return time.perf_counter() - t0
+
+
+def release_ray() -> None:
+    """Shut Ray down when init_ray started (or joined) it, once a run's actors are
+    stopped: a run leaves no cluster or connection behind. A Ray the caller initialized
+    (a notebook's, a test's, a Tune trial's) stays up."""
+    global _started
+    if _started and ray.is_initialized():
+        ray.shutdown()
+    _started = False
 
 
 def check_resources(needed: dict[str, float], what: str,

@@ -144,6 +144,7 @@ class DistributedLearners:
                         f"{max_policies} learners")
         self.config, self.cpus_per_learner, self.seed = config, cpus_per_learner, seed
         self.timeout_s = timeout_s
+        self.spaces: dict[str, tuple[gym.Space, gym.Space]] = {}
         self.magnet = magnet or Magnet()  # off
         shards = num_shards or min(int(num_gpus) or max_policies, max_policies)
         if not 0 < shards <= max_policies:
@@ -171,26 +172,38 @@ class DistributedLearners:
             raise ValueError(f"policy {policy_id!r} already has a learner.")
         for shard in self.shards:
             if len(shard.learners) < shard.capacity:
-                learner = PolicyLearner.options(
-                    num_cpus=self.cpus_per_learner, num_gpus=self.gpus_per_policy,
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(shard.node_id,
-                                                                       soft=False),
-                ).remote(policy_id, obs_space, act_space, self.config, shard.replay,
-                         self.head, seed_for(self.seed, zlib.crc32(policy_id.encode())),
-                         self.magnet)
-                try:  # started (and published) before use
-                    ray.get(learner.node_id.remote(), timeout=self.timeout_s)
-                except ray.exceptions.GetTimeoutError:
-                    ray.kill(learner)
-                    raise RuntimeError(
-                        f"the learner of {policy_id!r} did not start within "
-                        f"{self.timeout_s:g} s; it asks for {self.cpus_per_learner:g} CPUs "
-                        f"and {self.gpus_per_policy:g} GPUs on node {shard.node_id[:8]}, "
-                        f"whose cluster has {ray.available_resources()} free.") from None
-                shard.learners[policy_id] = learner
-                return learner
+                self.spaces[policy_id] = (obs_space, act_space)
+                shard.learners[policy_id] = self._start(shard, policy_id)
+                return shard.learners[policy_id]
         raise RuntimeError(f"all {len(self.shards)} learner shards are full "
                            f"({len(self)} policies): remove a policy or raise max_policies.")
+
+    def restart_policy(self, policy_id: str) -> Any:
+        """A new learner in place of the policy's (dead or hung) one, on the same shard,
+        with fresh weights: the caller restores its state (PolicyLearner.set_state)."""
+        for shard in self.shards:
+            if policy_id in shard.learners:
+                ray.kill(shard.learners[policy_id])
+                shard.learners[policy_id] = self._start(shard, policy_id)
+                return shard.learners[policy_id]
+        raise KeyError(f"no learner for policy {policy_id!r}.")
+
+    def _start(self, shard: Shard, policy_id: str) -> Any:
+        learner = PolicyLearner.options(
+            num_cpus=self.cpus_per_learner, num_gpus=self.gpus_per_policy,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(shard.node_id, soft=False),
+        ).remote(policy_id, *self.spaces[policy_id], self.config, shard.replay, self.head,
+                 seed_for(self.seed, zlib.crc32(policy_id.encode())), self.magnet)
+        try:  # started (and published) before use
+            ray.get(learner.node_id.remote(), timeout=self.timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            ray.kill(learner)
+            raise RuntimeError(
+                f"the learner of {policy_id!r} did not start within {self.timeout_s:g} s; "
+                f"it asks for {self.cpus_per_learner:g} CPUs and {self.gpus_per_policy:g} "
+                f"GPUs on node {shard.node_id[:8]}, whose cluster has "
+                f"{ray.available_resources()} free.") from None
+        return learner
 
     def remove_policy(self, policy_id: str) -> None:
         """Stop its learner, free its slot, drop its samples and remove it from the store
@@ -198,6 +211,7 @@ class DistributedLearners:
         for shard in self.shards:
             learner = shard.learners.pop(policy_id, None)
             if learner is not None:
+                self.spaces.pop(policy_id, None)
                 ray.kill(learner)
                 ray.get(shard.replay.drop.remote(policy_id), timeout=self.timeout_s)
                 wait(self.head.remove.remote(policy_id), f"remove {policy_id!r}")

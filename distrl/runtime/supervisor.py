@@ -88,12 +88,12 @@ class Supervisor:
             try:
                 results[i] = ray.get(done[0])
             except ray.exceptions.RayActorError as err:
-                faults[i] = Fault(f"died: {_last_line(err)}", True)
+                faults[i] = Fault(f"died: {last_line(err)}", True)
             except Exception as err:
                 own = cause(err)
                 if raise_own and not self._group_failure(own):
                     raise own from None
-                faults[i] = Fault(_last_line(own), False, str(own).strip())
+                faults[i] = Fault(last_line(own), False, str(own).strip())
         return results, faults
 
     def replace(self, i: int, fault: Fault) -> Any:
@@ -123,6 +123,6 @@ def cause(err: Any) -> Any:
     return getattr(err, "cause", None) or err
 
 
-def _last_line(err: Any) -> str:
+def last_line(err: Any) -> str:
     lines = str(err).strip().splitlines()
     return lines[-1] if lines else type(err).__name__

@@ -5,6 +5,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -104,6 +105,8 @@ def test_a_cluster_already_running_here_does_not_stop_a_local_run(tmp_path):
     """Without --address a run starts a cluster of its own; `ray start --head` on the
     machine made every Ray run fail ("num_cpus ... must not be provided")."""
     port = free_port()
+    marker = Path(tempfile.gettempdir(), "ray", "ray_current_cluster")
+    had_marker = marker.exists()
     head = subprocess.Popen(
         [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block",
          f"--port={port}", "--num-cpus=1", "--include-dashboard=false"],
@@ -129,9 +132,24 @@ def test_a_cluster_already_running_here_does_not_stop_a_local_run(tmp_path):
     finally:
         head.terminate()  # --block: the head stops its processes when its CLI ends
         head.wait(timeout=60)
+        if not had_marker:  # left behind, it would send every later ray.init() looking
+            marker.unlink(missing_ok=True)  # for the stopped cluster
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_a_run_shuts_down_the_ray_it_started_and_only_that(tmp_path):
+    train = ("train_ppo(PPOConfig(num_env_runners=1, num_envs_per_env_runner=2, "
+             "train_batch_size=64, minibatch_size=32, num_epochs=1), "
+             f"RunConfig(max_env_steps=64, logdir={str(tmp_path)!r}, progress=False))\n")
+    code = ("import ray\nfrom distrl import PPOConfig, RunConfig, train_ppo\n" + train
+            + "assert not ray.is_initialized(), 'the run left its Ray up'\n"
+            + "ray.init(address='local', num_cpus=1, include_dashboard=False)\n" + train
+            + "assert ray.is_initialized(), 'the run shut down the caller\\'s Ray'\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]

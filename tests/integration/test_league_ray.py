@@ -95,9 +95,14 @@ def test_ray_league_trains_snapshots_and_resumes(ray_local, tmp_path):
     assert league["payoff"]["main_0"]
     state = ckpt.tensors("learner", "state.pt")
     assert set(snaps) <= set(state["weights"])
-    # A reset exploiter's and a frozen snapshot's saved weights differ (the snapshot
+    # A reset exploiter's and its frozen snapshot's saved weights differ (the snapshot
     # was published from the learner's weights, not aliased to them).
     assert min(state["trainers"][p]["env_steps"] for p in state["trainers"]) > 0
+    reset_snaps = [p["id"] for p in league["players"] if p["parent"] == "league_exploiter_0"]
+    assert reset_snaps, "league_exploiter_reset_prob=1.0: its snapshots come with resets"
+    now = state["weights"]["league_exploiter_0"]
+    for snap in reset_snaps:
+        assert any(not torch.equal(state["weights"][snap][k], now[k]) for k in now)
     # Restored on Ray: the same league, the same snapshot and learner weights, read back
     # from the policy store the runners use.
     restored = LeagueRun(Start("league", CONFIG, run, tmp_path, ckpt))
@@ -156,3 +161,27 @@ def test_cli_league_asking_for_a_missing_gpu_is_one_line(tmp_path):
     assert "Traceback" not in out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("distrl: error")]
     assert len(errors) == 1 and "--num-gpus-for-learners" in errors[0], out.stderr[-2000:]
+
+
+def test_a_dead_league_learner_is_restarted_from_its_published_weights(ray_local, tmp_path):
+    from distrl.league.train import start_league
+
+    league_run = start_league(CONFIG, RunConfig(env=GAME, logdir=str(tmp_path),
+                                                progress=False, max_restarts=1))
+    try:
+        league_run.iterate()
+        players = league_run.players
+        before = players.module("main_0").state_dict()
+        steps = players.env_steps()["main_0"]
+        ray.kill(players.learners.get("main_0")[0])
+        assert players.env_steps()["main_0"] == steps  # restarted, its steps restored
+        for k, v in players.module("main_0").state_dict().items():  # republished as it was
+            torch.testing.assert_close(v, before[k], rtol=0, atol=0)
+        metrics = league_run.iterate()  # and the league goes on
+        assert metrics["faults/restarts/league_learners"] == 1
+        assert players.env_steps()["main_0"] > steps
+        ray.kill(players.learners.get("main_0")[0])
+        with pytest.raises(RuntimeError, match="already restarted 1 times"):
+            players.env_steps()
+    finally:
+        league_run.close()

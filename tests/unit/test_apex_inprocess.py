@@ -95,3 +95,27 @@ def test_a_resumed_run_seeds_its_envs_anew():
 
     np.testing.assert_array_equal(first_obs(0), first_obs(0))
     assert not np.array_equal(first_obs(0), first_obs(7))
+
+
+def test_with_checkpoint_replay_a_resumed_run_continues_exactly(tmp_path):
+    torch.set_num_threads(1)
+    config = ApexConfig(**{**SMALL, "checkpoint_replay": True})
+    straight = train_apex(config, RunConfig(max_env_steps=1_500, logdir=str(tmp_path / "a"),
+                                            progress=False))
+    train_apex(config, RunConfig(max_env_steps=750, logdir=str(tmp_path / "b"),
+                                 progress=False))
+    ckpt = Checkpoint(tmp_path / "b")
+    assert ckpt.tensors("replay", "state.pt")["stored"] > 0  # weights_only=True inside
+    resumed = train_apex(config, RunConfig(resume=str(tmp_path / "b"), max_env_steps=1_500,
+                                           progress=False))
+    assert resumed["iteration"] == straight["iteration"]
+    assert resumed["learner/trained_total"] == straight["learner/trained_total"]
+    a, b = (Checkpoint(tmp_path / d) for d in "ab")
+    for part in ("policy", "learner"):
+        name = "weights.pt" if part == "policy" else "state.pt"
+        sa, sb = a.tensors(part, name), b.tensors(part, name)
+        flat_a = {k: v for k, v in sa.items() if torch.is_tensor(v)}
+        for k, v in flat_a.items():
+            assert torch.equal(v, sb[k]), (part, k)
+    ta, tb = a.tensors("learner", "state.pt")["target"], b.tensors("learner", "state.pt")["target"]
+    assert all(torch.equal(ta[k], tb[k]) for k in ta)

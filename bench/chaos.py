@@ -1,0 +1,131 @@
+"""Chaos run: each algorithm trains on an embedded Ray for a fixed time while a killer
+sends SIGKILL to a random one of the run's own actor processes (found by its Ray process
+title among the run's descendants) every ``--period`` seconds. Each run must finish,
+report every kill as a restart (faults/restarts/*), and reach a learning result within
+the range of clean runs of the same length (seeds 0 and 1).
+
+Kills stop one period before the end, so that the last one is noticed (an actor is
+found dead at its next call). Targets are the actors distrl replaces: env runners,
+DD-PPO workers, Ape-X actors and replay shards, league match runners and learners.
+
+    python bench/chaos.py [--algos ppo ddppo apex league] [--seconds 90] [--period 20]
+
+Prints one JSON line per run, then the summary: per algorithm kills, restarts, the
+chaos run's result and the clean runs' results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+TARGETS = ("EnvRunner", "DDPPOWorker", "_RemoteActor", "ReplayShard", "MatchRunner",
+           "PolicyLearner")
+CARTPOLE = ["--tuned", "cartpole", "--stop-return", "None"]
+RUNS = {  # algorithm -> train flags (no early stop: every run lasts --seconds)
+    "ppo": ["ppo", *CARTPOLE, "--num-env-runners", "2"],
+    "ddppo": ["ddppo", *CARTPOLE],
+    "apex": ["apex", *CARTPOLE, "--num-replay-buffer-shards", "2"],
+    "league": ["league", "--tuned", "connect_four", "--stop-win-rate", "None",
+               "--league-eval-interval", "0", "--num-env-runners", "2",
+               "--num-cpus-per-env-runner", "0.5", "--num-cpus-per-learner", "0.5"],
+}
+
+
+def actors(root: psutil.Process) -> list[psutil.Process]:
+    """The run's actor processes that distrl replaces when they die."""
+    found = []
+    for p in root.children(recursive=True):
+        try:
+            title = (p.cmdline() or [""])[0]
+        except psutil.Error:
+            continue
+        if any(title.startswith(f"ray::{t}") for t in TARGETS):
+            found.append(p)
+    return found
+
+
+def train(algo: str, seed: int, seconds: float, period: float | None, logdir: Path
+          ) -> dict:
+    """One run; with ``period``, SIGKILL a random actor every period seconds."""
+    cmd = [sys.executable, "-m", "distrl", "train", *RUNS[algo], "--seed", str(seed),
+           "--max-time-s", str(seconds), "--max-env-steps", "100000000",
+           "--max-restarts", "1000", "--logdir", str(logdir), "--json", "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    root, kills, rng = psutil.Process(proc.pid), [], random.Random(seed)
+    started = None  # when the first actor was seen: training starts about then
+    while proc.poll() is None:
+        time.sleep(0.5)
+        if period is None:
+            continue
+        victims = actors(root)
+        now = time.monotonic()
+        if started is None:
+            started = now if victims else None
+            continue
+        due = started + period * (len(kills) + 1)
+        if now < due or due > started + seconds - period or not victims:
+            continue
+        victim = rng.choice(victims)
+        try:
+            title = victim.cmdline()[0]
+            victim.kill()
+        except psutil.Error:  # it ended on its own meanwhile: pick again next round
+            continue
+        kills.append({"t": round(now - started, 1), "actor": title})
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{algo} seed {seed} failed:\n{err[-3000:]}")
+    result = json.loads(out.strip().splitlines()[-1])
+    restarts = sum(v for k, v in result.items() if k.startswith("faults/restarts/"))
+    return {"algo": algo, "seed": seed, "chaos": period is not None, "kills": len(kills),
+            "restarts": int(restarts), "killed": kills, "result": score(algo, logdir),
+            "env_steps": result.get("env/steps_total")}
+
+
+def score(algo: str, logdir: Path) -> float:
+    """The learning result: greedy mean return of 20 episodes, or for the league the
+    main agent's win rate against a random player over 200 games."""
+    episodes = "200" if algo == "league" else "20"
+    out = subprocess.run([sys.executable, "-m", "distrl", "eval", str(logdir), "--episodes",
+                          episodes, "--json"], capture_output=True, text=True, check=True)
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    return report["win_rate"] if algo == "league" else report["episode_return_mean"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--algos", nargs="+", default=list(RUNS))
+    ap.add_argument("--seconds", type=float, default=90.0)
+    ap.add_argument("--period", type=float, default=20.0)
+    args = ap.parse_args()
+    summary = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for algo in args.algos:
+            runs = []
+            for seed, period in ((0, None), (1, None), (0, args.period)):
+                logdir = Path(tmp, f"{algo}_{seed}_{'chaos' if period else 'clean'}")
+                runs.append(train(algo, seed, args.seconds, period, logdir))
+                print(json.dumps(runs[-1]), flush=True)
+            clean = [r["result"] for r in runs if not r["chaos"]]
+            chaos = runs[-1]
+            summary[algo] = {
+                "kills": chaos["kills"], "restarts": chaos["restarts"],
+                "return" if algo != "league" else "win_rate": chaos["result"],
+                "clean_return" if algo != "league" else "clean_win_rate": clean,
+                "restarts_equal_kills": chaos["restarts"] == chaos["kills"],
+                "within_clean_spread": min(clean) <= chaos["result"] <= max(clean),
+                "not_worse_than_clean": chaos["result"] >= min(clean)}
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
