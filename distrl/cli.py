@@ -16,8 +16,8 @@ import tyro
 
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import JSONObject, RunConfig
-from distrl.core.loop import saved_configs
 from distrl.core.metrics import strict_json
+from distrl.core.resume import saved_configs
 from distrl.registry import ALGORITHMS
 from distrl.tuned import tuned
 

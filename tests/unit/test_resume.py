@@ -13,7 +13,7 @@ import pytest
 from distrl import LeagueConfig, LeagueRules, Magnet, PPOConfig, RunConfig, train_ppo
 from distrl.core.checkpoint import Checkpoint, save_checkpoint
 from distrl.core.config import to_json
-from distrl.core.loop import _resumed_configs
+from distrl.core.resume import resumed_configs
 
 SMALL = PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=1, num_env_runners=0,
                   num_envs_per_env_runner=4)
@@ -32,7 +32,7 @@ def test_one_nested_field_given_leaves_its_siblings_as_saved(tmp_path, capsys):
                          rules=LeagueRules(self_play_prob=0.35, num_main_exploiters=2))
     ckpt = saved_run(tmp_path, saved, RunConfig(env="pettingzoo:connect_four_v3"))
     given = LeagueConfig(magnet=Magnet(coeff=0.3), rules=LeagueRules(self_play_prob=0.5))
-    config, _ = _resumed_configs(ckpt, given, RunConfig(resume=str(tmp_path)))
+    config, _ = resumed_configs(ckpt, given, RunConfig(resume=str(tmp_path)))
     assert config.magnet == Magnet(coeff=0.3, update_steps=1_000)
     assert config.rules == LeagueRules(self_play_prob=0.5, num_main_exploiters=2)
     err = capsys.readouterr().err
@@ -42,13 +42,13 @@ def test_one_nested_field_given_leaves_its_siblings_as_saved(tmp_path, capsys):
 def test_resume_reset_sets_a_saved_field_back_to_its_default(tmp_path):
     ckpt = saved_run(tmp_path, LeagueConfig(magnet=Magnet(coeff=0.2, update_steps=10)),
                      RunConfig(env="pettingzoo:connect_four_v3", stop_return=1.0))
-    config, run = _resumed_configs(ckpt, LeagueConfig(), RunConfig(
+    config, run = resumed_configs(ckpt, LeagueConfig(), RunConfig(
         resume=str(tmp_path), resume_reset=("stop_return", "magnet.update_steps")))
     assert run.stop_return is None and config.magnet == Magnet(coeff=0.2, update_steps=0)
-    untouched, run = _resumed_configs(ckpt, LeagueConfig(), RunConfig(resume=str(tmp_path)))
+    untouched, run = resumed_configs(ckpt, LeagueConfig(), RunConfig(resume=str(tmp_path)))
     assert run.stop_return == 1.0 and untouched.magnet.update_steps == 10
     with pytest.raises(ValueError, match="no fields of this run"):
-        _resumed_configs(ckpt, LeagueConfig(), RunConfig(resume=str(tmp_path),
+        resumed_configs(ckpt, LeagueConfig(), RunConfig(resume=str(tmp_path),
                                                          resume_reset=("stop_retrun",)))
 
 

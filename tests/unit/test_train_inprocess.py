@@ -173,10 +173,11 @@ def test_a_run_that_fails_saves_its_last_completed_iteration(tmp_path, capsys):
 def test_sigterm_stops_cleanly_like_ctrl_c(tmp_path):
     InterruptOnce.steps, InterruptOnce.fire_at = 0, 100
     InterruptOnce.signal = signal.SIGTERM
+    before = signal.getsignal(signal.SIGTERM)
     try:
         stopped = train_ppo(SMALL, run(tmp_path, env=InterruptOnce, max_env_steps=256))
     finally:
         InterruptOnce.fire_at, InterruptOnce.signal = None, signal.SIGINT
     assert stopped["stopped_by"] == "interrupted" and stopped["iteration"] == 2
     assert Checkpoint(tmp_path).manifest["iteration"] == 2
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handler is given back
+    assert signal.getsignal(signal.SIGTERM) == before  # the handler is given back
