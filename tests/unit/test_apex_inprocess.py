@@ -56,6 +56,25 @@ def test_checkpoint_is_weights_only_and_resume_continues_the_learner(tmp_path):
     trained = int(state["counters"][0])
     assert trained == first["learner/trained_total"] > 0
     assert set(state["target"]) == set(ckpt.tensors("policy", "weights.pt"))
+    # What a resume loads is what was saved: online and target nets, optimizer, counters.
+    import gymnasium as gym
+    import numpy as np
+
+    from distrl.apex.roles import DQNLearner
+
+    space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    restored = DQNLearner(space, gym.spaces.Discrete(2), ApexConfig(**SMALL),
+                          torch.device("cpu"))
+    restored.set_state({**state, "model": ckpt.tensors("policy", "weights.pt")})
+    again = restored.get_state()
+    for k, v in ckpt.tensors("policy", "weights.pt").items():
+        assert torch.equal(again["model"][k], v)
+    for k, v in state["target"].items():
+        assert torch.equal(again["target"][k], v)
+    saved_adam, got_adam = state["optimizer"]["state"], again["optimizer"]["state"]
+    assert saved_adam and all(torch.equal(saved_adam[i]["exp_avg"], got_adam[i]["exp_avg"])
+                              for i in saved_adam)
+    assert torch.equal(again["counters"], state["counters"])
     resumed = train_apex(ApexConfig(**SMALL), RunConfig(
         resume=first["checkpoint"], max_env_steps=2_000, progress=False))
     assert resumed["env/steps_total"] >= 2_000
