@@ -17,7 +17,7 @@ import tyro
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import JSONObject, RunConfig
 from distrl.core.metrics import strict_json
-from distrl.core.resume import saved_configs
+from distrl.core.resume import saved_configs, set_to_default
 from distrl.registry import ALGORITHMS
 from distrl.tuned import tuned
 
@@ -148,21 +148,9 @@ def _resumed(algo: str | None, path: str | None) -> Any | None:
 def _reset(resumed: Any, cli: Any) -> tuple[str, ...]:
     """Fields a flag set to their class default where the checkpoint had another value:
     resume_reset, since a default value alone reads as "not given" in Python."""
-    out = []
-    for part, cls in (("run", RunConfig), ("config", type(cli.config))):
-        out += _differences(getattr(resumed, part), getattr(cli, part), cls())
-    return tuple(out)
-
-
-def _differences(saved: Any, given: Any, default: Any, prefix: str = "") -> list[str]:
-    out = []
-    for f in dataclasses.fields(saved):
-        old, new, base = getattr(saved, f.name), getattr(given, f.name), getattr(default, f.name)
-        if dataclasses.is_dataclass(old) and type(old) is type(new):
-            out += _differences(old, new, base, f"{prefix}{f.name}.")
-        elif new == base != old and f.name not in RunConfig.PER_INVOCATION:
-            out.append(prefix + f.name)
-    return out
+    run = [f for f in set_to_default(resumed.run, cli.run, RunConfig())
+           if f not in RunConfig.PER_INVOCATION]
+    return (*run, *set_to_default(resumed.config, cli.config, type(cli.config)()))
 
 
 def _default(name: str | None, algo: str, cmd: type, chosen: str | None) -> Any:

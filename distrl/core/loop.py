@@ -126,7 +126,7 @@ def start_run(algo: str, config: Any, run: RunConfig,
     check_env(run.env)
     torch.set_num_threads(run.num_torch_threads)
     torch.manual_seed(run.seed)
-    return Start(algo, config, run, _logdir(algo, run, ckpt), ckpt)
+    return Start(algo, config, run, _logdir(algo, run), ckpt)
 
 
 def learner_device(name: str) -> torch.device:
@@ -138,7 +138,8 @@ def learner_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _logdir(algo: str, run: RunConfig, ckpt: Checkpoint | None) -> Path:
+def _logdir(algo: str, run: RunConfig) -> Path:
+    """run.logdir (a resumed run's is its --resume directory), else a new runs/ name."""
     if run.logdir is not None:
         return Path(run.logdir)
     name = env_name(run.env).replace("/", "_").replace(":", "_")

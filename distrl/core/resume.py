@@ -106,3 +106,15 @@ def _merge(saved: Any, given: Any, default: Any, resets: set[str], skip: tuple[s
             changes[f.name] = value
     return dataclasses.replace(saved, **changes) if changes else saved
 
+
+def set_to_default(saved: Any, given: Any, default: Any, prefix: str = "") -> list[str]:
+    """Dotted names of the fields ``given`` holds at ``default``'s value where ``saved``
+    has another: the inverse of what _merge applies, for the CLI's resume_reset."""
+    out = []
+    for f in dataclasses.fields(saved):
+        old, new, base = getattr(saved, f.name), getattr(given, f.name), getattr(default, f.name)
+        if dataclasses.is_dataclass(old) and type(old) is type(new):
+            out += set_to_default(old, new, base, f"{prefix}{f.name}.")
+        elif new == base != old:
+            out.append(prefix + f.name)
+    return out
