@@ -26,6 +26,7 @@ import os
 import pickle
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ import cloudpickle
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium.utils import EzPickle
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -174,6 +176,39 @@ class _MovedNames(pickle.Unpickler):
             if found is not None:
                 return found
         return super().find_class(module, name)
+
+
+def games_in_progress(state: Any, env_name: str) -> bytes | None:
+    """A pickle of envs in mid-episode and what continuing them needs (for trusted_loads),
+    or None when they cannot be pickled: then a resume starts fresh episodes (said once:
+    Python shows a warning once per place and text)."""
+    out = io.BytesIO()
+    try:
+        _WholeState(out).dump(state)
+    except Exception as err:  # a process, socket, C handle ...: each raises its own kind
+        warnings.warn(f"{env_name}'s envs cannot be saved ({type(err).__name__}: {err}); "
+                      "a resume starts fresh episodes.", stacklevel=3)
+        return None
+    return out.getvalue()
+
+
+class _WholeState(cloudpickle.CloudPickler):
+    """Pickles EzPickle objects with their state. EzPickle (gymnasium's MuJoCo envs,
+    PettingZoo's classic games) pickles only the constructor's arguments, so an env in
+    mid-episode would come back new and never reset."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, EzPickle):
+            return _blank, (type(obj),), dict(obj.__dict__), None, None, _set_dict
+        return super().reducer_override(obj)
+
+
+def _blank(cls: type) -> Any:
+    return cls.__new__(cls)
+
+
+def _set_dict(obj: Any, state: dict[str, Any]) -> None:
+    obj.__dict__.update(state)
 
 
 def trusted_loads(data: bytes) -> Any:

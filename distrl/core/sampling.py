@@ -9,17 +9,15 @@ autoreset spends one step per finished episode on the reset; those rows are inva
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import cloudpickle
 import gymnasium as gym
 import numpy as np
 import torch
 
-from distrl.core.checkpoint import trusted_loads
+from distrl.core.checkpoint import games_in_progress, trusted_loads
 from distrl.core.envs import EnvSpec, env_name, make_vec_env
 
 
@@ -80,7 +78,6 @@ class EnvLoop:
         self.prev_done = np.zeros(num_envs, dtype=bool)  # next step of this env is a reset
         self.ep_return = np.zeros(num_envs, dtype=np.float64)
         self.ep_len = np.zeros(num_envs, dtype=np.int64)
-        self._unpicklable_reported = False
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         return self.envs.single_observation_space, self.envs.single_action_space
@@ -148,15 +145,8 @@ class EnvLoop:
     def get_state(self) -> bytes | None:
         """Everything needed to continue exactly where this loop is, or None when the env
         cannot be pickled (then a resume starts fresh episodes)."""
-        try:
-            return cloudpickle.dumps((self.envs, self.obs, self.prev_done, self.ep_return,
-                                      self.ep_len))
-        except Exception as err:  # a process, socket, C handle ...: each raises its own kind
-            if not self._unpicklable_reported:
-                self._unpicklable_reported = True
-                warnings.warn(f"{self.env_name}'s envs cannot be saved ({type(err).__name__}: "
-                              f"{err}); a resume starts fresh episodes.", stacklevel=2)
-            return None
+        return games_in_progress((self.envs, self.obs, self.prev_done, self.ep_return,
+                                  self.ep_len), self.env_name)
 
     def set_state(self, state: bytes | None) -> None:
         """Trusted input only: the state is a pickle (it comes from our own checkpoint)."""

@@ -26,6 +26,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from distrl.core.checkpoint import games_in_progress, trusted_loads
 from distrl.core.returns import gae
 from distrl.core.sampling import env_action_fn
 from distrl.core.types import Rollout
@@ -190,6 +191,19 @@ class MatchLoop:
         self.obs[i], _ = env.reset(seed=seed, options={"policies": dict(mapping)})
         self.seats[i] = {agent: Seat(mapping[agent], env.action_space(agent))
                          for agent in env.possible_agents}
+
+    def get_state(self, env_name: str) -> bytes | None:
+        """The games in progress (envs, seats, lengths), or None when the envs cannot be
+        pickled (a resume then seats fresh games)."""
+        return games_in_progress((self.envs, self.obs, self.seats, self.lengths), env_name)
+
+    def set_state(self, state: bytes | None) -> None:
+        """Trusted input only: the state is a pickle from our own checkpoint."""
+        if state is None:
+            return
+        for env in self.envs:
+            env.close()
+        self.envs, self.obs, self.seats, self.lengths = trusted_loads(state)
 
     def collect(self, policy: Callable[[str], ActingPolicy], learning: set[str],
                 min_samples: int, gamma: float, lambda_: float,

@@ -5,6 +5,7 @@ in-process implementation (LocalPlayers; league/remote.py has RayPlayers).
 from __future__ import annotations
 
 import copy
+import zlib
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -12,6 +13,8 @@ import gymnasium as gym
 import torch
 
 from distrl.core.config import RunConfig
+from distrl.core.envs import env_name
+from distrl.core.sampling import seed_for
 from distrl.core.types import Rollout
 from distrl.league.config import LeagueConfig
 from distrl.league.games import make_multiagent_env
@@ -69,6 +72,13 @@ class Players(Protocol):
 
     def set_state(self, saved: dict[str, Any]) -> None: ...
 
+    def games_state(self) -> list[bytes | None]:
+        """The games in progress (a trusted pickle each), for an exact resume; empty
+        where they are not saved (Ray: a resumed league seats fresh games)."""
+        ...
+
+    def set_games_state(self, states: list[bytes | None]) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -78,12 +88,14 @@ class LocalPlayers:
     def __init__(self, cfg: LeagueConfig, obs_space: gym.Space, act_space: gym.Space,
                  run: RunConfig, choose: Any, generator: torch.Generator):
         self.cfg, self.spaces, self.generator = cfg, (obs_space, act_space), generator
-        self.trainers = {pid: PolicyTrainer(obs_space, act_space, cfg, magnet=cfg.magnet)
+        self.trainers = {pid: PolicyTrainer(obs_space, act_space, cfg, magnet=cfg.magnet,
+                                            seed=learner_seed(run.seed, pid))
                          for pid, _ in cfg.learner_ids()}
         self.policies: dict[str, Any] = {RANDOM: RandomPolicy(int(act_space.n))}
         self.policies.update({pid: LocalPolicy(t.model) for pid, t in self.trainers.items()})
         envs = [make_multiagent_env(run.env, run.env_config) for _ in range(cfg.num_envs)]
         self.games = MatchLoop(envs, choose, run.seed)
+        self.env_name = env_name(run.env)
         self.pending: dict[str, Rollout] = {}
 
     def play(self, learners: list[str], min_samples: int) -> tuple[list[MatchResult], int]:
@@ -134,9 +146,22 @@ class LocalPlayers:
                 module.load_state_dict(weights)
                 self.policies[pid] = LocalPolicy(module.requires_grad_(False))
 
+    def games_state(self) -> list[bytes | None]:
+        return [self.games.get_state(self.env_name)]
+
+    def set_games_state(self, states: list[bytes | None]) -> None:
+        if len(states) == 1:
+            self.games.set_state(states[0])
+
     def close(self) -> None:
         for env in self.games.envs:
             env.close()
+
+
+def learner_seed(seed: int, policy_id: str) -> int:
+    """A learner's seed from the run's and its policy id: the same learner starts from
+    the same weights whatever order learners are made in, in process and on Ray."""
+    return seed_for(seed, zlib.crc32(policy_id.encode()))
 
 
 def _without_model(state: dict[str, Any]) -> dict[str, Any]:

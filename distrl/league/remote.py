@@ -256,6 +256,12 @@ class RayPlayers:
                 futures.append(self.learners.head.publish.remote(pid, flat, self.spec))
         self._get(futures)
 
+    def games_state(self) -> list[bytes | None]:
+        return []  # documented: a resumed league on Ray seats fresh games
+
+    def set_games_state(self, states: list[bytes | None]) -> None:
+        pass
+
     def close(self) -> None:
         self.runners.close()
         self.learners.stop()

@@ -94,9 +94,10 @@ class LeagueRun:
         if state is not None:
             self.league = League.from_json(state["league"], self.config.rules)
             _check_learners(self.league, self.config)
-            self.rng.bit_generator.state = state["rng"]
         self.players = self._players(start.ckpt is not None and
                                      start.ckpt.tensors("learner", "state.pt"))
+        if state is not None:  # after the players, whose first games drew from it
+            self.rng.bit_generator.state = state["rng"]
 
     def _players(self, saved: dict[str, Any] | None) -> Players:
         """Start the learners (restoring saved weights) and the games."""
@@ -111,6 +112,8 @@ class LeagueRun:
         if saved:
             self.generator.set_state(saved["generator"])
             players.set_state(saved)
+            players.set_games_state(self.start.ckpt.trusted("runners", "state.pkl")
+                                    ["runner_states"])
         return players
 
     def _choose(self, env_index: int = 0, learner: str | None = None) -> dict[str, str]:
@@ -212,7 +215,8 @@ class LeagueRun:
         main = state["weights"]["main_0"]
         return save_run(self.start, self.progress,
                         policy_files(main, self.obs_space, self.act_space, self.config.model),
-                        {**state, "generator": self.generator.get_state()}, [],
+                        {**state, "generator": self.generator.get_state()},
+                        self.players.games_state(),
                         {"league": self.league.to_json(), "rng": self.rng.bit_generator.state})
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ import gymnasium as gym
 import torch
 
 from distrl.core.learner import Learner
+from distrl.core.sampling import seed_for
 from distrl.core.types import PPOBatch, Rollout
 from distrl.league.config import Magnet
 from distrl.models.actor_critic import ActorCritic
@@ -25,16 +26,24 @@ class PolicyTrainer:
     the driver (num_env_runners=0) and inside a Ray PolicyLearner."""
 
     def __init__(self, obs_space: gym.Space, act_space: gym.Space, cfg: PPOHyperparams,
-                 device: torch.device | str = "cpu", magnet: Magnet | None = None):
+                 device: torch.device | str = "cpu", magnet: Magnet | None = None,
+                 seed: int = 0):
         self.obs_space, self.act_space, self.cfg = obs_space, act_space, cfg
+        self.seed, self.resets = seed, 0
         self.magnet_cfg = magnet or Magnet()  # off
         self.device = torch.device(device)
         self.env_steps = 0
         self.reset()
 
     def reset(self) -> None:
-        """Fresh weights, optimizer, KL coefficient and magnet; env steps keep counting."""
-        self.model = ActorCritic(self.obs_space, self.act_space, self.cfg.model).to(self.device)
+        """Fresh weights, optimizer, KL coefficient and magnet; env steps keep counting.
+        The weights come from the trainer's seed and reset count, not the process's RNG,
+        so a resumed or restarted trainer resets to the weights an uninterrupted one would."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed_for(self.seed, self.resets))
+            model = ActorCritic(self.obs_space, self.act_space, self.cfg.model)
+        self.resets += 1
+        self.model = model.to(self.device)
         self.learner = Learner(self.model, self.cfg.lr_at(self.env_steps), self.cfg.grad_clip)
         self.kl_coeff = self.cfg.kl_coeff
         self.magnet = copy.deepcopy(self.model) if self.magnet_cfg.coeff > 0 else None
@@ -68,11 +77,13 @@ class PolicyTrainer:
     def get_state(self) -> dict[str, Any]:
         magnet = None if self.magnet is None else self.magnet.state_dict()
         return {**self.learner.get_state(), "kl_coeff": self.kl_coeff,
-                "env_steps": self.env_steps, "magnet": magnet, "magnet_at": self.magnet_at}
+                "env_steps": self.env_steps, "magnet": magnet, "magnet_at": self.magnet_at,
+                "resets": self.resets}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.learner.set_state(state)
         self.kl_coeff, self.env_steps = float(state["kl_coeff"]), int(state["env_steps"])
+        self.resets = int(state.get("resets", self.resets))  # absent before this was saved
         if self.magnet is not None:
             self.magnet.load_state_dict(state["magnet"])
             self.magnet_at = int(state["magnet_at"])

@@ -11,7 +11,6 @@ per-node policy store, from which env runners read it.
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,9 +20,9 @@ import ray
 import torch
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from distrl.core.sampling import seed_for
 from distrl.core.types import Rollout
 from distrl.league.config import Magnet
+from distrl.league.players import learner_seed
 from distrl.league.trainer import PolicyTrainer
 from distrl.ppo.config import PPOHyperparams
 from distrl.runtime.cluster import check_resources
@@ -66,12 +65,11 @@ class PolicyLearner:
                  config: PPOHyperparams, replay: Any, head: Any, seed: int,
                  magnet: Magnet):
         torch.set_num_threads(1)
-        torch.manual_seed(seed)  # initial weights (and those after a reset)
         self.generator = torch.Generator().manual_seed(seed)  # minibatch shuffles
         self.policy_id, self.replay, self.head = policy_id, replay, head
         # A learner given a share of a GPU (DistributedLearners' num_gpus) trains on it.
         device = "cuda" if ray.get_gpu_ids() and torch.cuda.is_available() else "cpu"
-        self.trainer = PolicyTrainer(obs_space, act_space, config, device, magnet)
+        self.trainer = PolicyTrainer(obs_space, act_space, config, device, magnet, seed)
         self.spec = PolicySpec(obs_space, act_space, config.model)
         self.version = self._publish(policy_id)
 
@@ -193,7 +191,7 @@ class DistributedLearners:
             num_cpus=self.cpus_per_learner, num_gpus=self.gpus_per_policy,
             scheduling_strategy=NodeAffinitySchedulingStrategy(shard.node_id, soft=False),
         ).remote(policy_id, *self.spaces[policy_id], self.config, shard.replay, self.head,
-                 seed_for(self.seed, zlib.crc32(policy_id.encode())), self.magnet)
+                 learner_seed(self.seed, policy_id), self.magnet)
         try:  # started (and published) before use
             ray.get(learner.node_id.remote(), timeout=self.timeout_s)
         except ray.exceptions.GetTimeoutError:

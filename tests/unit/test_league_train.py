@@ -212,8 +212,8 @@ def test_scripted_opponent_matches_a_naive_game_loop(tmp_path):
     vs_bot = evaluate_league(ckpt, opponent=right, games=10)
     assert vs_bot["opponent"] == right and sum(
         vs_bot[k] for k in ("win_rate", "draw_rate", "loss_rate")) == pytest.approx(1.0)
-    with pytest.raises(ValueError, match="not legal"):  # column 0 fills after 6 moves
-        evaluate_league(ckpt, opponent=f"{__name__}:column_zero", games=2)
+    with pytest.raises(ValueError, match="not legal"):  # both fill column 0 in 6 moves
+        evaluate_league(ckpt, policy=left, opponent=f"{__name__}:column_zero", games=2)
     with pytest.raises(ValueError, match="itself"):
         evaluate_league(ckpt, policy=right, opponent=right, games=2)
     with pytest.raises(ValueError, match="module:callable"):
@@ -278,3 +278,34 @@ def test_league_evaluation_refuses_what_it_cannot_do(tmp_path):
     with pytest.raises(ValueError, match=r"must be a callable\(obs, action_mask\)"):
         scripted_policy("builtins:len")  # takes one argument
     assert scripted_policy("tests.fakes:first_legal_move").name == "tests.fakes:first_legal_move"
+
+
+def test_a_league_resumes_exactly_games_in_progress_included(tmp_path):
+    """N iterations = N/2 + stop + resume + N/2, in process: the same weights of every
+    policy, the same league and the same metrics (win rates and Elo included). Connect
+    four's games outlive an iteration, so this fails when their state is not saved."""
+    import json
+
+    config = LeagueConfig(rules=LeagueRules(snapshot_steps=120), train_batch_size=128,
+                          minibatch_size=64, num_epochs=1, num_envs=4,
+                          league_eval_interval=2, league_eval_games=4)
+    straight = train_league(config, run(tmp_path / "a", max_env_steps=3_200))
+    train_league(config, run(tmp_path / "b", max_env_steps=1_600))
+    resumed = train_league(config, run(tmp_path / "b", max_env_steps=3_200,
+                                       resume=str(tmp_path / "b")))
+    assert resumed["iteration"] == straight["iteration"] >= 4
+
+    def rows(d):
+        lines = (tmp_path / d / "metrics.jsonl").read_text().splitlines()
+        return [{k: v for k, v in json.loads(r).items() if not k.startswith("time")
+                 and not k.endswith("_per_s") and k != "checkpoint"} for r in lines]
+
+    assert rows("a") == rows("b")
+    a, b = (Checkpoint(tmp_path / d) for d in "ab")
+    assert a.json("progress", "progress.json")["algo"] == b.json("progress",
+                                                                  "progress.json")["algo"]
+    wa, wb = (c.tensors("learner", "state.pt")["weights"] for c in (a, b))
+    assert wa.keys() == wb.keys()
+    for pid in wa:
+        for k, v in wa[pid].items():
+            torch.testing.assert_close(wb[pid][k], v, rtol=0, atol=0)
