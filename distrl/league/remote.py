@@ -18,7 +18,7 @@ from distrl.league.games import make_multiagent_env
 from distrl.league.matches import RANDOM, MatchLoop, MatchResult, RandomPolicy
 from distrl.runtime.cluster import check_resources, init_ray, release_ray
 from distrl.runtime.distributed_learners import DistributedLearners
-from distrl.runtime.supervisor import Supervisor, last_line
+from distrl.runtime.supervisor import Supervisor, cause, died, last_line
 from distrl.store.policy_cache import FlatLayout, PolicySpec
 from distrl.store.remote import PolicyReader
 
@@ -32,7 +32,7 @@ class MatchRunner:
     def __init__(self, game: Any, env_config: dict[str, Any], num_envs: int, seed: int,
                  head: Any, mappings: list[dict[str, str]], gamma: float, lambda_: float,
                  max_cached_policies: int = 64):
-        self.gamma, self.lambda_ = gamma, lambda_
+        self.gamma, self.lambda_, self.max_cached = gamma, lambda_, max_cached_policies
         self.reader = PolicyReader(head, max_cached_policies)
         self.rng = np.random.default_rng(seed)
         self.generator = torch.Generator().manual_seed(seed)
@@ -69,6 +69,10 @@ class MatchRunner:
             return self.random
         return self.reader.policy(policy_id)
 
+    def rehome(self, head: Any) -> None:
+        """Read from a rebuilt policy store (the old one's views are dropped)."""
+        self.reader = PolicyReader(head, self.max_cached)
+
     def versions(self) -> dict[str, int]:
         """Version of each policy this runner acts with now."""
         return {pid: self.reader.cache.version(pid) for pid in self.reader.cache.ids()}
@@ -87,6 +91,10 @@ class RayPlayers:
         self.cfg, self.choose, self.ids = cfg, choose, ids
         self.timeout, self.max_restarts = run.actor_timeout_s, run.max_restarts
         self.restarts: dict[str, int] = {}
+        self.healed: dict[str, int] = {}  # "policy_store" / "replay_<shard>" -> restarts
+        # Frozen snapshots' weights, put by this driver so that they outlive a lost store
+        # (the store owns only what learners publish, and they can publish it again).
+        self.frozen: dict[str, list[ray.ObjectRef]] = {}
         # What a restarted learner resumes from besides its published weights: its
         # trainer state as of the last checkpoint (or restore), and its newest env steps.
         self.trainer_states: dict[str, dict[str, Any]] = {}
@@ -140,24 +148,28 @@ class RayPlayers:
         """Every runner plays its share; a runner that dies or hangs is replaced and its
         share retaken."""
         share = -(-min_samples // self.cfg.num_env_runners)
-        replays = {pid: self.learners.get(pid)[1] for pid in learners}
         # Enough draws for games as short as 4 of a learner's moves.
         draws = self.cfg.num_envs + len(learners) * share // 4
         actors = dict(enumerate(self.runners.actors))
         out: dict[int, tuple[list[MatchResult], int]] = {}
         while actors:
+            replays = {pid: self.learners.get(pid)[1] for pid in learners}
             done, faults = self.runners.settle(
                 {i: a.play.remote(self._draw(draws, learners), replays, share)
                  for i, a in actors.items()})
             out.update(done)
-            actors = {i: self.runners.replace(i, f) for i, f in faults.items()}
+            # A runner that lost a replay or the store plays again once they are back.
+            healed = any(f.peer for f in faults.values()) and self._heal()
+            actors = {i: self.runners.actors[i] if f.peer and healed
+                      else self.runners.replace(i, f) for i, f in faults.items()}
         results = [r for i in sorted(out) for r in out[i][0]]
         return results, sum(steps for _, steps in out.values())
 
     def _on_learners(self, call: Callable[[Any], Any], ids: list[str] | None = None
                      ) -> dict[str, Any]:
         """``call(learner)`` (a remote call) on each learner, all at once; a learner that
-        died or hung is restarted (_restart) and its call made again."""
+        died or hung is restarted (_restart) and its call made again; one that lost its
+        replay or the store makes it again once they are back (_heal)."""
         ids = [pid for pid, _, _ in self.learners] if ids is None else ids
         pending = {pid: call(self.learners.get(pid)[0]) for pid in ids}
         out: dict[str, Any] = {}
@@ -166,10 +178,15 @@ class RayPlayers:
             for pid, ref in pending.items():
                 try:
                     out[pid] = ray.get(ref, timeout=self.timeout)
-                except ray.exceptions.RayActorError as err:
-                    retry[pid] = call(self._restart(pid, f"died ({last_line(err)})"))
                 except ray.exceptions.GetTimeoutError:
                     retry[pid] = call(self._restart(pid, f"hung ({self.timeout:g} s)"))
+                except Exception as err:
+                    if died(cause(err)) and not died(err) and self._heal():
+                        retry[pid] = call(self.learners.get(pid)[0])
+                    elif died(err) or died(cause(err)):
+                        retry[pid] = call(self._restart(pid, f"died ({last_line(err)})"))
+                    else:
+                        raise cause(err) from None
             pending = retry
         return out
 
@@ -183,7 +200,11 @@ class RayPlayers:
             raise RuntimeError(f"league learner {pid} {why}; it was already restarted {done} "
                                f"times (max_restarts={self.max_restarts}), giving up.")
         self.restarts[pid] = done + 1
-        weights = self._weights([pid])[pid]
+        self._heal()  # it may have died with its node's store or replay
+        weights = self._weights([pid]).get(pid)
+        if weights is None:
+            raise RuntimeError(f"league learner {pid} {why}, and the policy store lost its "
+                               "weights with it; resume from the checkpoint.")
         steps = self.steps.get(pid, 0)
         state = self.trainer_states.get(pid) or {
             "optimizer": None, "kl_coeff": self.cfg.kl_coeff, "magnet_at": steps,
@@ -205,12 +226,40 @@ class RayPlayers:
         return dict(self.steps)
 
     def freeze(self, pid: str, snap: str) -> None:
-        self._on_learners(lambda learner: learner.snapshot.remote(snap), [pid])
+        self._own(snap, FlatLayout.of(self.spec.build()).flatten(self._weights([pid])[pid]))
+
+    def _own(self, pid: str, flat: np.ndarray) -> None:
+        """Put a frozen policy's weights (this driver owns them) and list it in the store."""
+        self.frozen[pid] = [ray.put(flat)]
+        self._get(self.learners.head.replicate.remote(pid, self.frozen[pid], self.spec))
+
+    def _heal(self) -> bool:
+        """Replace a lost policy store or replay actor (DistributedLearners.heal), list
+        the frozen snapshots in a new store and point the runners and this driver at it;
+        each gives up after max_restarts. True if anything was replaced."""
+        lost = self.learners.heal()
+        for what in lost:
+            done = self.healed.get(what, 0)
+            if done >= self.max_restarts:
+                raise RuntimeError(f"the league's {what} died; it was already restarted {done} "
+                                   f"times (max_restarts={self.max_restarts}), giving up.")
+            self.healed[what] = done + 1
+            print(f"distrl: the league's {what} died; restarted (restart {done + 1}/"
+                  f"{self.max_restarts})", flush=True)
+        if "policy_store" in lost:
+            head = self.learners.head
+            self._get([head.replicate.remote(pid, ref, self.spec)
+                       for pid, ref in self.frozen.items()])
+            self.reader = PolicyReader(head)
+            self.runners.settle({i: a.rehome.remote(head)  # a dead one is replaced later
+                                 for i, a in enumerate(self.runners.actors)})
+        return bool(lost)
 
     def reset(self, pid: str) -> None:
         self._on_learners(lambda learner: learner.reset.remote(), [pid])
 
     def acting(self) -> StoreView:
+        self._heal()
         self.reader.refresh(self.ids)  # the learners' newest versions
         return StoreView(self.reader, self.random)
 
@@ -220,27 +269,34 @@ class RayPlayers:
         return module
 
     def _weights(self, ids: list[str]) -> dict[str, dict[str, torch.Tensor]]:
-        """State dicts (copies) of published policies, read from the store."""
-        entries = self._get(self.learners.head.latest.remote(ids))
-        flats = self._get([box[0] for _, box, _ in entries.values()])
-        out = {}
-        for (pid, (_, _, spec)), flat in zip(entries.items(), flats, strict=True):
-            views = FlatLayout.of(spec.build()).views(flat)
-            out[pid] = {k: v.clone() for k, v in views.items()}
-        return out
+        """State dicts (copies) of policies: frozen ones from this driver's objects,
+        learners' as last published, from the store."""
+        boxes = {pid: self.frozen[pid] for pid in ids if pid in self.frozen}
+        learning = [pid for pid in ids if pid not in boxes]
+        if learning:
+            self._heal()
+            entries = self._get(self.learners.head.latest.remote(learning))
+            boxes.update({pid: box for pid, (_, box, _) in entries.items()})
+        flats = self._get([box[0] for box in boxes.values()])
+        layout = FlatLayout.of(self.spec.build())
+        return {pid: {k: v.clone() for k, v in layout.views(flat).items()}
+                for pid, flat in zip(boxes, flats, strict=True)}
 
     def metrics(self) -> dict[str, float]:
+        replays = sum(n for what, n in self.healed.items() if what.startswith("replay_"))
         return {**self.runners.metrics(),
-                "faults/restarts/league_learners": float(sum(self.restarts.values()))}
+                "faults/restarts/league_learners": float(sum(self.restarts.values())),
+                "faults/restarts/policy_store": float(self.healed.get("policy_store", 0)),
+                "faults/restarts/league_replays": float(replays)}
 
     def get_state(self) -> dict[str, Any]:
         """Every policy's weights (snapshots from the store); the learners' optimizer,
         KL coefficient and steps."""
         trainers = self._on_learners(lambda learner: learner.get_state.remote())
-        frozen = [p for p in self._get(self.learners.head.versions.remote()) if p not in trainers]
         weights = {pid: t.pop("model") for pid, t in trainers.items()}
         self.trainer_states = dict(trainers)
-        return {"weights": {**weights, **self._weights(frozen)}, "trainers": trainers}
+        return {"weights": {**weights, **self._weights(list(self.frozen))},
+                "trainers": trainers}
 
     def set_state(self, saved: dict[str, Any]) -> None:
         """Learners load their state and republish; snapshots are published again."""
@@ -252,8 +308,7 @@ class RayPlayers:
                 futures.append(found[0].set_state.remote({**saved["trainers"][pid],
                                                           "model": weights}))
             else:
-                flat = FlatLayout.of(self.spec.build()).flatten(weights)
-                futures.append(self.learners.head.publish.remote(pid, flat, self.spec))
+                self._own(pid, FlatLayout.of(self.spec.build()).flatten(weights))
         self._get(futures)
 
     def games_state(self) -> list[bytes | None]:

@@ -10,6 +10,7 @@ per-node policy store, from which env runners read it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -73,8 +74,19 @@ class PolicyLearner:
         self.spec = PolicySpec(obs_space, act_space, config.model)
         self.version = self._publish(policy_id)
 
-    def _publish(self, policy_id: str) -> int:
-        return publish(self.head, policy_id, flatten_policy(self.trainer.model), self.spec)
+    def _publish(self, policy_id: str, version: int | None = None) -> int:
+        return publish(self.head, policy_id, flatten_policy(self.trainer.model), self.spec,
+                       version)
+
+    def rehome(self, head: Any) -> int:
+        """Publish to a rebuilt policy store: the current weights again, under their
+        version."""
+        self.head = head
+        return self._publish(self.policy_id, self.version)
+
+    def set_replay(self, replay: Any) -> None:
+        """Take samples from a restarted replay actor."""
+        self.replay = replay
 
     def train(self, min_samples: int) -> dict[str, float] | None:
         """One PPO update on the shard's samples for this policy (None: not enough yet)."""
@@ -87,11 +99,6 @@ class PolicyLearner:
 
     def env_steps(self) -> int:
         return self.trainer.env_steps
-
-    def snapshot(self, snapshot_id: str) -> int:
-        """Publish the current weights as a frozen policy; the store owns them, so the
-        snapshot costs this learner nothing and outlives it."""
-        return self._publish(snapshot_id)
 
     def reset(self) -> int:
         """Restart from fresh weights (AlphaStar's exploiter reset); publishes them."""
@@ -160,9 +167,7 @@ class DistributedLearners:
         self.shards = []
         for i in range(shards):
             node = nodes[i % len(nodes)]
-            replay = ReplayActor.options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
-            self.shards.append(Shard(replay, node, per_shard))
+            self.shards.append(Shard(_replay_on(node), node, per_shard))
 
     def add_policy(self, policy_id: str, obs_space: gym.Space, act_space: gym.Space) -> Any:
         """A learner for the policy on the first shard with room, on its replay's node."""
@@ -202,6 +207,41 @@ class DistributedLearners:
                 f"GPUs on node {shard.node_id[:8]}, whose cluster has "
                 f"{ray.available_resources()} free.") from None
         return learner
+
+    def heal(self) -> list[str]:
+        """Replace the policy store and each replay actor that died or hangs; the
+        learners move to the new ones (publishing their weights again to a new store).
+        Returns what was replaced: "policy_store", "replay_<shard>". A lost replay's
+        samples are lost; so are the weights a lost store owned, except the learners'
+        own (republished here) and what others own (the caller republishes those)."""
+        lost = []
+        if not self._alive(self.head):
+            stop_head_store(self.head)
+            self.head = head_store()
+            lost.append("policy_store")
+            self._tell([learner.rehome.remote(self.head) for _, learner, _ in self])
+        for k, shard in enumerate(self.shards):
+            if not self._alive(shard.replay):
+                ray.kill(shard.replay)
+                shard.replay = _replay_on(shard.node_id)
+                lost.append(f"replay_{k}")
+                self._tell([learner.set_replay.remote(shard.replay)
+                            for learner in shard.learners.values()])
+        return lost
+
+    def _tell(self, refs: list[Any]) -> None:
+        """Wait for calls to learners; a dead learner is left to whoever restarts it
+        (restart_policy starts it on the current store and replay)."""
+        for ref in refs:
+            with contextlib.suppress(ray.exceptions.RayActorError):
+                ray.get(ref, timeout=self.timeout_s)
+
+    def _alive(self, actor: Any) -> bool:
+        try:
+            ray.get(actor.node_id.remote(), timeout=self.timeout_s)
+            return True
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            return False
 
     def remove_policy(self, policy_id: str) -> None:
         """Stop its learner, free its slot, drop its samples and remove it from the store
@@ -246,3 +286,7 @@ class DistributedLearners:
             shard.learners.clear()
         stop_head_store(self.head)
 
+
+def _replay_on(node_id: str) -> Any:
+    return ReplayActor.options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()

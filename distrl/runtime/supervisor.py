@@ -28,6 +28,9 @@ class Fault:
     reason: str  # one line for a person: "died: ...", "hung: ...", or the error's last line
     replace: bool  # the actor is dead or hung; False: it is alive and raised
     detail: str = ""  # the actor's own traceback, when it raised
+    # The actor is alive, but an actor it called died (a replay, the policy store): a
+    # caller that can replace that one retries this actor instead of replacing it.
+    peer: bool = False
 
 
 class Supervisor:
@@ -87,13 +90,17 @@ class Supervisor:
             i = slot[done[0]]
             try:
                 results[i] = ray.get(done[0])
-            except ray.exceptions.RayActorError as err:
-                faults[i] = Fault(f"died: {last_line(err)}", True)
             except Exception as err:
                 own = cause(err)
-                if raise_own and not self._group_failure(own):
+                if died(err):
+                    faults[i] = Fault(f"died: {last_line(err)}", True)
+                elif died(own):
+                    faults[i] = Fault(f"lost an actor it called: {last_line(own)}", True,
+                                      peer=True)
+                elif raise_own and not self._group_failure(own):
                     raise own from None
-                faults[i] = Fault(last_line(own), False, str(own).strip())
+                else:
+                    faults[i] = Fault(last_line(own), False, str(own).strip())
         return results, faults
 
     def replace(self, i: int, fault: Fault) -> Any:
@@ -116,6 +123,13 @@ class Supervisor:
     def close(self) -> None:
         for a in self.actors:
             ray.kill(a)
+
+
+def died(err: Any) -> bool:
+    """The actor called is dead. A task error that wraps a death (Ray makes it an
+    instance of both) is not: that actor is alive, one it called died."""
+    return (isinstance(err, ray.exceptions.RayActorError)
+            and not isinstance(err, ray.exceptions.RayTaskError))
 
 
 def cause(err: Any) -> Any:

@@ -55,9 +55,11 @@ class PolicyStore:
         return self.replicate(policy_id, [ray.put(flat)], spec, version)
 
     def replicate(self, policy_id: str, weights: list[ray.ObjectRef], spec: PolicySpec,
-                  version: int) -> int:
-        """Record weights the head owns (the head's own publish, and its followers')."""
-        self._entries[policy_id] = (self._next_version(policy_id, version), weights, spec)
+                  version: int | None = None) -> int:
+        """Record weights that someone owns: the head (its own publishes, and its
+        followers') or the driver (league snapshots, which outlive the store)."""
+        version = self._next_version(policy_id, version)
+        self._entries[policy_id] = (version, weights, spec)
         self._removed.pop(policy_id, None)
         # Wait for the other nodes' stores, so that a returned version is visible on every
         # node (they never call back into the head, so this cannot deadlock).
@@ -148,10 +150,11 @@ def stop_head_store(head: Any, timeout_s: float = 30.0) -> None:
     raise RuntimeError(f"the policy store {HEAD_NAME!r} did not stop within {timeout_s} s.")
 
 
-def publish(head: Any, policy_id: str, flat: np.ndarray, spec: PolicySpec) -> int:
+def publish(head: Any, policy_id: str, flat: np.ndarray, spec: PolicySpec,
+            version: int | None = None) -> int:
     """Hand the weights to the head store, which owns them from then on (they outlive
-    this process: frozen league snapshots of a learner that died); returns the version."""
-    return wait(head.publish.remote(policy_id, flat, spec), f"publish {policy_id!r}")
+    this process); returns the version (``version``, or the last one + 1)."""
+    return wait(head.publish.remote(policy_id, flat, spec, version), f"publish {policy_id!r}")
 
 
 class PolicyReader:

@@ -165,19 +165,19 @@ def test_cli_league_asking_for_a_missing_gpu_is_one_line(tmp_path):
     assert len(errors) == 1 and "--num-gpus-for-learners" in errors[0], out.stderr[-2000:]
 
 
-def kill(learner) -> None:
+def kill(actor) -> None:
     """ray.kill, then wait until the death is known: the kill is asynchronous, and a call
     sent right after it can still be served (seen once in CI: the second kill of the test
     below went unnoticed by the env_steps() that followed)."""
-    ray.kill(learner)
+    ray.kill(actor)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            ray.get(learner.env_steps.remote(), timeout=10)
+            ray.get(actor.node_id.remote(), timeout=10)
         except ray.exceptions.RayActorError:
             return
         time.sleep(0.05)
-    raise AssertionError("the killed learner still answers after 30 s")
+    raise AssertionError("the killed actor still answers after 30 s")
 
 
 def test_a_dead_league_learner_is_restarted_from_its_published_weights(ray_local, tmp_path):
@@ -200,5 +200,39 @@ def test_a_dead_league_learner_is_restarted_from_its_published_weights(ray_local
         kill(players.learners.get("main_0")[0])
         with pytest.raises(RuntimeError, match="already restarted 1 times"):
             players.env_steps()
+    finally:
+        league_run.close()
+
+
+def test_a_lost_policy_store_and_replay_actor_are_rebuilt(ray_local, tmp_path):
+    """The store dies with the weights it owned: learners publish theirs again, and the
+    frozen snapshots (owned by the driver) are listed again, unchanged; a lost replay
+    actor is replaced and its learners take from the new one. Each counts a restart;
+    one more death than max_restarts stops the run with its own line."""
+    from distrl.league.train import start_league
+
+    league_run = start_league(CONFIG, RunConfig(env=GAME, logdir=str(tmp_path),
+                                                progress=False, max_restarts=1))
+    try:
+        league_run.iterate()
+        players = league_run.players
+        players.freeze("main_0", "probe")
+        probe = players.module("probe").state_dict()
+        steps = players.env_steps()
+        kill(players.learners.head)
+        kill(players.learners.shards[0].replay)
+        metrics = league_run.iterate()  # the runners find both dead, and the league goes on
+        assert metrics["faults/restarts/policy_store"] == 1
+        assert metrics["faults/restarts/league_replays"] == 1
+        assert metrics["faults/restarts/match_runners"] == 0  # not blamed for the loss
+        assert metrics["faults/restarts/league_learners"] == 0
+        assert all(players.env_steps()[pid] > n for pid, n in steps.items())  # all trained
+        versions = ray.get(players.learners.head.versions.remote())
+        assert {"probe", *steps} <= set(versions)
+        for k, v in players.module("probe").state_dict().items():
+            torch.testing.assert_close(v, probe[k], rtol=0, atol=0)
+        kill(players.learners.head)
+        with pytest.raises(RuntimeError, match="policy_store died; it was already restarted 1"):
+            league_run.iterate()
     finally:
         league_run.close()
