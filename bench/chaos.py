@@ -2,11 +2,13 @@
 sends SIGKILL to a random one of the run's own actor processes (found by its Ray process
 title among the run's descendants) every ``--period`` seconds. Each run must finish,
 report every kill as a restart (faults/restarts/*), and reach a learning result within
-the range of clean runs of the same length (seeds 0 and 1).
+the range of clean runs of the same length (seeds 0, 1 and 2).
 
 Kills stop one period before the end, so that the last one is noticed (an actor is
 found dead at its next call). Targets are the actors distrl replaces: env runners,
-DD-PPO workers, Ape-X actors and replay shards, league match runners and learners.
+DD-PPO workers, Ape-X actors and replay shards, league match runners, learners, replay
+actors and the policy store. The league checkpoints every 5 iterations (clean runs too):
+a restarted learner resumes its optimizer from the last checkpoint.
 
     python bench/chaos.py [--algos ppo ddppo apex league] [--seconds 90] [--period 20]
 
@@ -28,7 +30,7 @@ from pathlib import Path
 import psutil
 
 TARGETS = ("EnvRunner", "DDPPOWorker", "_RemoteActor", "ReplayShard", "MatchRunner",
-           "PolicyLearner")
+           "PolicyLearner", "ReplayActor", "PolicyStore")
 CARTPOLE = ["--tuned", "cartpole", "--stop-return", "None"]
 RUNS = {  # algorithm -> train flags (no early stop: every run lasts --seconds)
     "ppo": ["ppo", *CARTPOLE, "--num-env-runners", "2"],
@@ -36,7 +38,8 @@ RUNS = {  # algorithm -> train flags (no early stop: every run lasts --seconds)
     "apex": ["apex", *CARTPOLE, "--num-replay-buffer-shards", "2"],
     "league": ["league", "--tuned", "connect_four", "--stop-win-rate", "None",
                "--league-eval-interval", "0", "--num-env-runners", "2",
-               "--num-cpus-per-env-runner", "0.5", "--num-cpus-per-learner", "0.5"],
+               "--num-cpus-per-env-runner", "0.5", "--num-cpus-per-learner", "0.5",
+               "--checkpoint-every", "5"],
 }
 
 
@@ -111,7 +114,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for algo in args.algos:
             runs = []
-            for seed, period in ((0, None), (1, None), (0, args.period)):
+            for seed, period in ((0, None), (1, None), (2, None), (0, args.period)):
                 logdir = Path(tmp, f"{algo}_{seed}_{'chaos' if period else 'clean'}")
                 runs.append(train(algo, seed, args.seconds, period, logdir))
                 print(json.dumps(runs[-1]), flush=True)
