@@ -86,6 +86,9 @@ class ApexConfig:
     """Q-network: dense layers after the encoder (a conv stack for images)."""
 
     def __post_init__(self) -> None:
+        if self.model.use_lstm:
+            raise ValueError("Ape-X's Q-network is feed-forward: use_lstm needs recurrent "
+                             "replay (R2D2, another algorithm). Use PPO or DD-PPO for memory.")
         check_positive(self, "rollout_fragment_length", "n_step", "train_batch_size",
                        "capacity", "num_replay_buffer_shards", "num_envs_per_worker",
                        "learner_queue_size", "replay_requests_per_shard",

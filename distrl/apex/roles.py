@@ -51,7 +51,7 @@ class EpsilonGreedy:
         self.qnet = qnet
         self.epsilons = torch.as_tensor(epsilons, dtype=torch.float32)
 
-    def act(self, obs: torch.Tensor, generator: torch.Generator | None
+    def act(self, obs: torch.Tensor, generator: torch.Generator | None, context: Any = None
             ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         q = self.qnet(obs)
         n, num_actions = q.shape

@@ -70,8 +70,8 @@ class RunConfig:
     num_torch_threads: int = 1
     """Torch intra-op threads of the learner (small nets run fastest on one)."""
     max_restarts: int = 3
-    """Replacements of a dead or hung actor (env runner, DD-PPO worker) per slot before
-    the run stops with the actor's last error."""
+    """Replacements of a dead or hung actor of any kind (runner, worker, learner, replay,
+    policy store) per slot before the run stops with the actor's last error."""
     actor_timeout_s: float = 600.0
     """An actor that does not answer a call (one sample, one DD-PPO round) within this
     is taken for hung: it is killed and replaced like a dead one."""

@@ -19,11 +19,12 @@ import torch
 from distrl.core.checkpoint import Checkpoint, space_from_json
 from distrl.core.config import RunConfig, from_json
 from distrl.core.envs import EnvSpec, is_atari, make_atari, make_vec_env, resolve_env
-from distrl.core.sampling import env_action_fn
+from distrl.core.sampling import StepContext, env_action_fn, first_context
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.builders import builder_for
 from distrl.models.config import ModelConfig
 from distrl.models.q_network import QNetwork
+from distrl.models.recurrent import LSTMActor
 
 PolicyNet = ActorCritic | QNetwork
 MAX_PARALLEL = 16
@@ -158,14 +159,14 @@ def _record(env: gym.Env, video_dir: str, prefix: str) -> gym.Env:
         raise ValueError(f"recording videos needs moviepy: {VIDEO_EXTRA} ({err})") from None
 
 
-def _actions(model: PolicyNet, obs: torch.Tensor, explore: bool,
-             generator: torch.Generator) -> torch.Tensor:
+def _actions(model: PolicyNet, obs: torch.Tensor, explore: bool, generator: torch.Generator,
+             memory: LSTMActor | None, context: StepContext) -> torch.Tensor:
     if isinstance(model, QNetwork):
         if explore:
             raise ValueError("a Q-network (Ape-X) has no stochastic policy: evaluate it "
                              "greedily (drop --stochastic / evaluation_explore).")
         return model.greedy(obs).cpu()
-    dist_inputs = model(obs)[0].cpu()
+    dist_inputs = (model(obs)[0] if memory is None else memory.step(obs, context)[0]).cpu()
     return model.dist.sample(dist_inputs, generator) if explore else model.dist.greedy(dist_inputs)
 
 
@@ -178,10 +179,16 @@ def _play(model: PolicyNet, envs: gym.vector.VectorEnv, seed: int, explore: bool
     obs, _ = envs.reset(seed=seed)
     total, length = np.zeros(n), np.zeros(n, dtype=np.int64)
     running = np.ones(n, dtype=bool)
+    # A recurrent policy's memory: each env plays one episode, so it never resets.
+    memory = LSTMActor(model, n) if getattr(model, "recurrent", False) else None
+    context = first_context(envs.single_action_space, n)
     with torch.inference_mode():
         while running.any():
-            actions = _actions(model, torch.as_tensor(obs, device=device), explore, generator)
+            actions = _actions(model, torch.as_tensor(obs, device=device), explore, generator,
+                               memory, context)
             obs, rewards, terminated, truncated, _ = envs.step(to_env_action(actions.numpy()))
+            context = StepContext(np.zeros(n, bool), actions.numpy(),
+                                  np.asarray(rewards, np.float32))
             total += np.where(running, rewards, 0.0)
             length += running
             running &= ~(terminated | truncated)

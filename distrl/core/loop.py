@@ -322,9 +322,12 @@ def save_run(start: Start, progress: Progress, policy: dict[str, Any],
 
 
 def policy_files(state_dict: dict[str, torch.Tensor], obs_space: gym.Space,
-                 act_space: gym.Space, model: Any, builder: str = "actor_critic"
+                 act_space: gym.Space, model: Any, builder: str | None = None
                  ) -> dict[str, Any]:
-    """The weights-only policy component: tensors plus a JSON description."""
+    """The weights-only policy component: tensors plus a JSON description; the builder
+    is PPO's network (recurrent with use_lstm) unless named."""
+    builder = builder or ("recurrent_actor_critic" if getattr(model, "use_lstm", False)
+                          else "actor_critic")
     return {
         "weights.pt": {k: v.detach().cpu() for k, v in state_dict.items()},
         "policy.json": {"builder": builder, "obs_space": space_to_json(obs_space),

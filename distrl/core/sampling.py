@@ -21,12 +21,22 @@ from distrl.core.checkpoint import games_in_progress, trusted_loads
 from distrl.core.envs import EnvSpec, env_name, make_vec_env
 
 
+@dataclass
+class StepContext:
+    """What a recurrent policy needs besides the observations, per env."""
+
+    first: np.ndarray  # [N] bool: the observation starts an episode (reset the state)
+    prev_actions: np.ndarray  # [N] int64 or [N, A] float32: the env's previous action
+    prev_rewards: np.ndarray  # [N] float32: the env's previous reward
+
+
 class Policy(Protocol):
     """What an EnvLoop drives: actions for a batch of observations, plus per-step extras
-    the post-processing needs (PPO: log-prob, distribution inputs, values)."""
+    the post-processing needs (PPO: log-prob, distribution inputs, values). Feed-forward
+    policies ignore the context."""
 
-    def act(self, obs: torch.Tensor, generator: torch.Generator | None
-            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]: ...
+    def act(self, obs: torch.Tensor, generator: torch.Generator | None,
+            context: StepContext) -> tuple[torch.Tensor, dict[str, torch.Tensor]]: ...
 
 
 @dataclass
@@ -78,6 +88,7 @@ class EnvLoop:
         self.prev_done = np.zeros(num_envs, dtype=bool)  # next step of this env is a reset
         self.ep_return = np.zeros(num_envs, dtype=np.float64)
         self.ep_len = np.zeros(num_envs, dtype=np.int64)
+        self.context = first_context(self.envs.single_action_space, num_envs)
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         return self.envs.single_observation_space, self.envs.single_action_space
@@ -128,7 +139,7 @@ class EnvLoop:
     def _step(self, policy: Policy, generator: torch.Generator | None) -> tuple:
         valid = ~self.prev_done
         obs = np.asarray(self.obs, dtype=self.obs_dtype)
-        actions, extras = policy.act(torch.from_numpy(obs), generator)
+        actions, extras = policy.act(torch.from_numpy(obs), generator, self.context)
         actions = actions.numpy()
         self.obs, rewards, terminated, truncated, info = self.envs.step(
             self.to_env_action(actions))
@@ -139,6 +150,8 @@ class EnvLoop:
             # clipping, envs.clip_rewards_keep_score): report the game's score, not the
             # sum of the clipped rewards the learner sees.
             self.ep_return = np.where(info["_episode"], info["episode"]["r"], self.ep_return)
+        # A reset step (invalid) returns the first observation of the next episode.
+        self.context = StepContext(~valid, actions, rewards)
         return (obs, actions, rewards, terminated, truncated,
                 {k: v.numpy() for k, v in extras.items()}, valid)
 
@@ -146,17 +159,28 @@ class EnvLoop:
         """Everything needed to continue exactly where this loop is, or None when the env
         cannot be pickled (then a resume starts fresh episodes)."""
         return games_in_progress((self.envs, self.obs, self.prev_done, self.ep_return,
-                                  self.ep_len), self.env_name)
+                                  self.ep_len, self.context), self.env_name)
 
     def set_state(self, state: bytes | None) -> None:
         """Trusted input only: the state is a pickle (it comes from our own checkpoint)."""
         if state is None:
             return
         self.envs.close()
-        self.envs, self.obs, self.prev_done, self.ep_return, self.ep_len = trusted_loads(state)
+        saved = trusted_loads(state)
+        self.envs, self.obs, self.prev_done, self.ep_return, self.ep_len = saved[:5]
+        if len(saved) > 5:  # saved before the context was: it only matters to an LSTM
+            self.context = saved[5]
 
     def close(self) -> None:
         self.envs.close()
+
+
+def first_context(action_space: gym.Space, num_envs: int) -> StepContext:
+    """Every env at an episode's first step, with no previous action or reward."""
+    shape = getattr(action_space, "shape", None) or ()
+    dtype = np.float32 if isinstance(action_space, gym.spaces.Box) else np.int64
+    return StepContext(np.ones(num_envs, bool), np.zeros((num_envs, *shape), dtype),
+                       np.zeros(num_envs, np.float32))
 
 
 def env_action_fn(space: gym.Space) -> Callable[[np.ndarray], np.ndarray]:

@@ -30,6 +30,12 @@ class Rollout:
     weights_version: int  # version of the weights that acted
     stats: dict[str, RunningStats] = field(default_factory=dict)  # filters' new samples
     action_mask: np.ndarray | None = None  # [B, n] bool, legal actions (games with masks)
+    # Recurrent policies (see core/sequences.py): rows are whole sequences, each env's in
+    # time order; a sequence starts where seq_starts is True.
+    seq_starts: np.ndarray | None = None  # [B] bool
+    state_in: np.ndarray | None = None  # [S, 2, cell] (h, c) before each sequence's first step
+    prev_actions: np.ndarray | None = None  # [B] or [B, A]: the step's previous action
+    prev_rewards: np.ndarray | None = None  # [B] float32: the step's previous reward
 
     @property
     def size(self) -> int:
@@ -38,16 +44,16 @@ class Rollout:
     @staticmethod
     def concat(parts: list[Rollout]) -> Rollout:
         """One rollout from several; weights_version is the oldest that acted."""
-        arrays = {
-            f.name: np.concatenate([getattr(p, f.name) for p in parts])
-            for f in fields(Rollout)
-            if f.name not in ("env_steps", "weights_version", "stats", "action_mask")
-        }
-        masks = [p.action_mask for p in parts]
-        if any(m is not None for m in masks):
-            if any(m is None for m in masks):
-                raise ValueError("cannot concatenate rollouts with and without action masks")
-            arrays["action_mask"] = np.concatenate(masks)
+        arrays = {}
+        for f in fields(Rollout):
+            if f.name in ("env_steps", "weights_version", "stats"):
+                continue
+            xs = [getattr(p, f.name) for p in parts]
+            if all(x is None for x in xs):
+                continue
+            if any(x is None for x in xs):
+                raise ValueError(f"cannot concatenate rollouts with and without {f.name}")
+            arrays[f.name] = np.concatenate(xs)
         stats = {}
         for p in parts:
             for k, v in p.stats.items():
@@ -73,6 +79,10 @@ class PPOBatch:
     value_targets: torch.Tensor  # [B]
     action_mask: torch.Tensor | None = None  # [B, n] bool: the loss masks illegal logits
     magnet_dist_inputs: torch.Tensor | None = None  # [B, D] league learners' magnet (Magnet)
+    prev_actions: torch.Tensor | None = None  # [B] or [B, A] (recurrent policies)
+    prev_rewards: torch.Tensor | None = None  # [B]
+    # Sequences of a recurrent policy's rows (Rollout.seq_starts): not indexed by row.
+    sequences: Sequences | None = None
 
     @staticmethod
     def from_rollout(r: Rollout, device: torch.device | str = "cpu",
@@ -85,16 +95,30 @@ class PPOBatch:
             # Arrays from ray.get are read-only views of shared memory; torch warns on
             # those, and the batch is small next to its epochs of SGD, so copy them.
             return torch.as_tensor(x if x.flags.writeable else x.copy(), device=device)
-        mask = None if r.action_mask is None else t(r.action_mask)
+        def maybe(x: np.ndarray | None) -> torch.Tensor | None:
+            return None if x is None else t(x)
+
+        seqs = None if r.seq_starts is None else Sequences(t(r.seq_starts), t(r.state_in))
         return PPOBatch(t(r.obs), t(r.actions), t(r.logp), t(r.dist_inputs), t(r.values),
-                        t(adv.astype(np.float32)), t(r.value_targets), mask)
+                        t(adv.astype(np.float32)), t(r.value_targets), maybe(r.action_mask),
+                        None, maybe(r.prev_actions), maybe(r.prev_rewards), seqs)
 
     def __len__(self) -> int:
         return int(self.obs.shape[0])
 
     def index(self, idx: torch.Tensor) -> PPOBatch:
-        return PPOBatch(*(None if (x := getattr(self, f.name)) is None else x[idx]
-                          for f in fields(self)))
+        """The rows ``idx``, as a flat batch (its sequences are not kept)."""
+        return PPOBatch(*(None if (x := getattr(self, f.name)) is None or f.name == "sequences"
+                          else x[idx] for f in fields(self)))
+
+
+@dataclass
+class Sequences:
+    """A recurrent batch's sequences: where each starts (rows in time order per env) and
+    the state its first step acted from."""
+
+    starts: torch.Tensor  # [B] bool
+    state_in: torch.Tensor  # [S, 2, cell]
 
 
 @dataclass

@@ -42,7 +42,7 @@ from distrl.ddppo.collective import (
 )
 from distrl.ddppo.config import DDPPOConfig
 from distrl.ddppo.shm_allreduce import ShmAllReduce, ShmUnavailable, shm_supported
-from distrl.models.actor_critic import ActorCritic
+from distrl.models.recurrent import actor_critic
 from distrl.ppo.env_runner import EnvRunner
 from distrl.ppo.loss import ppo_update
 from distrl.runtime.cluster import release_ray
@@ -75,9 +75,9 @@ class DDPPOWorker:
         self.runner = EnvRunner(env, config.num_envs_per_worker, config.model, config.gamma,
                                 config.gae_lambda, seed, env_config)
         self.device = torch.device("cuda" if config.num_gpus_per_worker > 0 else "cpu")
-        model = ActorCritic(*self.runner.spaces(), config.model).to(self.device)
+        model = actor_critic(*self.runner.spaces(), config.model).to(self.device)
         if self.device.type == "cpu":
-            self.runner.model = model  # sample with the very weights being trained
+            self.runner.use_model(model)  # sample with the very weights being trained
         self.learner = Learner(model, config.lr_at(0), config.grad_clip, WeightedAllReduce())
         # Minibatch shuffling: a stream of its own, apart from the action sampler's.
         self.generator = torch.Generator().manual_seed(seed_for(seed, 1))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 import torch.distributed as dist
 
 from distrl.core.config import RunConfig
@@ -15,7 +16,7 @@ from distrl.core.envs import env_spaces
 from distrl.core.loop import Progress, drive, policy_files, save_run, start_run
 from distrl.core.sampling import seed_for
 from distrl.ddppo.config import DDPPOConfig
-from distrl.models.actor_critic import ActorCritic
+from distrl.models.recurrent import actor_critic
 from distrl.store.policy_cache import readonly_tensor
 
 
@@ -30,7 +31,7 @@ def train_ddppo(config: DDPPOConfig | None = None,
     _check_deployment(config, run)
     obs_space, act_space = env_spaces(run.env, run.env_config)
     # The driver's copy: the initial weights every worker starts from, then rank 0's.
-    model = ActorCritic(obs_space, act_space, config.model)
+    model = actor_critic(obs_space, act_space, config.model)
     from distrl.ddppo.remote import DDPPOWorkerGroup
     from distrl.runtime.cluster import init_ray
 
@@ -70,7 +71,7 @@ def train_ddppo(config: DDPPOConfig | None = None,
                         policy_files(state["model"], obs_space, act_space, config.model),
                         {"optimizer": state["optimizer"]}, group.get_states())
 
-    def policy() -> ActorCritic:
+    def policy() -> torch.nn.Module:
         if not config.keep_local_weights_in_sync:  # the driver's copy is stale: fetch rank 0's
             model.load_state_dict(group.learner_state()["model"])
         return model
@@ -78,7 +79,7 @@ def train_ddppo(config: DDPPOConfig | None = None,
     return drive(start, progress, iterate, save, group.close, ray_start_s, policy)
 
 
-def _round(config: DDPPOConfig, group, model: ActorCritic, p: Progress) -> dict[str, Any]:
+def _round(config: DDPPOConfig, group, model: torch.nn.Module, p: Progress) -> dict[str, Any]:
     t0 = time.perf_counter()
     lr, entropy_coeff = config.lr_at(p.env_steps), config.entropy_coeff_at(p.env_steps)
     results = group.run_round(p.iteration, p.env_steps, config.keep_local_weights_in_sync)

@@ -5,6 +5,7 @@ an optional observation filter in its buffers.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import gymnasium as gym
 import torch
@@ -126,25 +127,38 @@ class ActorCritic(nn.Module):
         skips the value head (half the work of a league opponent's move) and returns
         zeros for the values.
         """
-        if params is None:
-            (conv, shared, pi, vf), log_std = self._params, self.log_std
-        else:
-            (conv, shared, pi, vf) = lookup_params(self._keys, params)
-            log_std = params.get("log_std")
+        return self.heads(self.features(obs, params), params, value)
+
+    def features(self, obs: torch.Tensor, params: dict[str, torch.Tensor] | None = None
+                 ) -> torch.Tensor:
+        """What both heads see: the encoded, filtered observation through the shared
+        layers ([B, F])."""
+        (conv, shared, _, _) = self._params if params is None else lookup_params(
+            self._keys, params)
         x = encode(obs, self.encoder, self.discrete_obs, self.obs_start, self.obs_dim, conv)
         if self.filtered:
             x = self.normalize(x, params)
-        h = mlp(shared, x, True, self.activation)
+        return mlp(shared, x, True, self.activation)
+
+    def heads(self, h: torch.Tensor, params: dict[str, torch.Tensor] | None = None,
+              value: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """(distribution inputs [..., D], values [...]) from features ``h [..., F]``."""
+        if params is None:
+            (_, _, pi, vf), log_std = self._params, self.log_std
+        else:
+            (_, _, pi, vf) = lookup_params(self._keys, params)
+            log_std = params.get("log_std")
         out = mlp(pi, h, False, self.activation)
         if log_std is not None:
             out = torch.cat([out, log_std.expand_as(out)], dim=-1)
         if not value:
-            return out, out.new_zeros(out.shape[0])
+            return out, out.new_zeros(out.shape[:-1])
         return out, mlp(vf, h, False, self.vf_activation).squeeze(-1)
 
-    def act(self, obs: torch.Tensor, generator: torch.Generator | None
+    def act(self, obs: torch.Tensor, generator: torch.Generator | None, context: Any = None
             ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Sampled actions and what PPO's post-processing keeps (sampling.Policy)."""
+        """Sampled actions and what PPO's post-processing keeps (sampling.Policy; a
+        feed-forward policy needs no step context)."""
         dist_inputs, values = self(obs)
         actions = self.dist.sample(dist_inputs, generator)
         logp = self.dist.log_prob(dist_inputs, actions)

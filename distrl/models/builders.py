@@ -13,12 +13,14 @@ from torch import nn
 
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.q_network import QNetwork
+from distrl.models.recurrent import RecurrentActorCritic
 
 Builder = Callable[[gym.Space, gym.Space, Any], nn.Module]
 
 
 _BUILDERS: dict[str, Builder] = {
     "actor_critic": ActorCritic,
+    "recurrent_actor_critic": RecurrentActorCritic,
     "q_network": functools.partial(QNetwork, dueling=False),
     "dueling_q_network": functools.partial(QNetwork, dueling=True),
 }

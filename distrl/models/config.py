@@ -39,6 +39,20 @@ class ModelConfig:
     """MeanStdFilter: normalize flat observations by running mean/std (clipped to +-10);
     the statistics live in the network's buffers, so checkpoints and eval apply them."""
 
+    use_lstm: bool = False
+    """An LSTM core between the encoder (conv stack and hiddens) and the heads, for
+    partially observed tasks (RLlib's use_lstm): PPO and DD-PPO. The league and Ape-X
+    refuse it."""
+    lstm_cell_size: int = 256
+    """Hidden and cell size of the LSTM."""
+    lstm_use_prev_action: bool = False
+    """Feed the previous action (one-hot if discrete) to the LSTM with the features."""
+    lstm_use_prev_reward: bool = False
+    """Feed the previous reward to the LSTM with the features."""
+    max_seq_len: int = 20
+    """Training sequences' length: backprop through time is truncated here (RLlib's 20);
+    sequences also end where episodes do."""
+
     def __post_init__(self) -> None:
         if not self.hiddens or any(h <= 0 for h in self.hiddens):
             raise ValueError(
@@ -49,4 +63,6 @@ class ModelConfig:
                                              for f in self.conv_filters)):
             raise ValueError(f"`conv_filters` {self.conv_filters} must be (out_channels, "
                              "kernel, stride) triples of positive ints, e.g. ((16, 8, 4),).")
-
+        if self.lstm_cell_size <= 0 or self.max_seq_len <= 0:
+            raise ValueError(f"`lstm_cell_size` ({self.lstm_cell_size}) and `max_seq_len` "
+                             f"({self.max_seq_len}) must be > 0.")

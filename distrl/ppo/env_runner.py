@@ -16,9 +16,10 @@ from distrl.core.envs import EnvSpec
 from distrl.core.filters import RunningStats, discounted_returns
 from distrl.core.returns import gae
 from distrl.core.sampling import EnvLoop, Trajectory
+from distrl.core.sequences import to_sequences
 from distrl.core.types import Rollout
-from distrl.models.actor_critic import ActorCritic
 from distrl.models.config import ModelConfig
+from distrl.models.recurrent import LSTMActor, actor_critic
 from distrl.store.policy_cache import readonly_tensor
 
 Weights = dict[str, np.ndarray]
@@ -35,8 +36,11 @@ class EnvRunner:
                  normalize_rewards: bool = False):
         self.loop = EnvLoop(env, num_envs, seed, env_config)
         self.gamma, self.lambda_ = gamma, lambda_
-        self.model = ActorCritic(*self.loop.spaces(), model)
+        self.model = actor_critic(*self.loop.spaces(), model)
         self.model.requires_grad_(False)
+        # A recurrent policy acts through an LSTMActor, which carries each env's state.
+        self.max_seq_len = model.max_seq_len if model.use_lstm else None
+        self.actor = LSTMActor(self.model, num_envs) if model.use_lstm else self.model
         self.generator = torch.Generator().manual_seed(seed)
         self.version = -1
         # Reward scaling: each sub-env's running discounted return, across fragments.
@@ -44,6 +48,12 @@ class EnvRunner:
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         return self.loop.spaces()
+
+    def use_model(self, model: torch.nn.Module) -> None:
+        """Act with ``model`` itself (DD-PPO: the very weights being trained)."""
+        self.model = model
+        if self.max_seq_len is not None:
+            self.actor.model = model
 
     def set_weights(self, weights: Weights, version: int) -> None:
         """Load weights unless this version is already loaded."""
@@ -60,13 +70,17 @@ class EnvRunner:
         are divided by ``reward_std`` (the driver's merged std of discounted returns)."""
         if weights is not None:
             self.set_weights(weights, version)
-        traj = self.loop.collect(self.model, steps_per_env, self.generator, stop_early)
+        traj = self.loop.collect(self.actor, steps_per_env, self.generator, stop_early)
         stats = self._statistics(traj)
         if self.returns is not None:
             traj.rewards = np.clip(traj.rewards / reward_std, -REWARD_CLIP, REWARD_CLIP)
+        next_obs = torch.from_numpy(traj.next_obs)
         with torch.inference_mode():
-            _, last_values = self.model(torch.from_numpy(traj.next_obs))
+            last_values = (self.model(next_obs)[1] if self.max_seq_len is None
+                           else self.actor.values(next_obs, self.loop.context))
         rollout = gae_rollout(traj, last_values.numpy(), self.gamma, self.lambda_, self.version)
+        if self.max_seq_len is not None:
+            rollout = to_sequences(rollout, traj, self.max_seq_len)
         rollout.stats = stats
         return rollout
 
@@ -83,13 +97,17 @@ class EnvRunner:
             stats["returns"] = RunningStats.of(returns[traj.valid][:, None])
         return stats
 
-    def get_state(self) -> tuple[bytes | None, torch.Tensor, np.ndarray | None]:
-        return self.loop.get_state(), self.generator.get_state(), self.returns
+    def get_state(self) -> tuple:
+        """Envs in progress, RNG, reward scaling and a recurrent policy's states."""
+        memory = None if self.max_seq_len is None else self.actor.get_state()
+        return self.loop.get_state(), self.generator.get_state(), self.returns, memory
 
-    def set_state(self, state: tuple[bytes | None, torch.Tensor, np.ndarray | None]) -> None:
+    def set_state(self, state: tuple) -> None:
         self.loop.set_state(state[0])
         self.generator.set_state(state[1])
         self.returns = state[2]
+        if len(state) > 3 and state[3] is not None and state[0] is not None:
+            self.actor.set_state(state[3])  # the episodes it belongs to go on
 
     def close(self) -> None:
         self.loop.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from distrl.core.learner import Learner
+from distrl.core.sequences import unroll_rows
 from distrl.core.types import PPOBatch
 from distrl.models.distributions import mask_logits
 from distrl.ppo.config import PPOHyperparams
@@ -70,20 +71,26 @@ def ppo_update(
     equally often (its all-reduce runs in the learner's grad hook) even when preemption
     cut its batch short. The reported ``kl`` is KL(sampling || updated policy) over the
     whole batch after the last step, the quantity the KL coefficient adapts to.
+
+    A recurrent batch (``batch.sequences``) is split into whole sequences instead of
+    rows; each minibatch runs its sequences from their stored states.
     """
     model = learner.model
-    n = len(batch)
-    parts_per_epoch = num_minibatches or -(-n // cfg.minibatch_size)
+    recurrent = batch.sequences is not None
+    units = int(batch.sequences.starts.sum()) if recurrent else len(batch)
+    parts_per_epoch = num_minibatches or min(-(-len(batch) // cfg.minibatch_size), units)
     sums: dict[str, torch.Tensor] = {}
     steps = 0
     for _ in range(cfg.num_epochs):
-        order = torch.randperm(n, generator=generator) if cfg.shuffle else torch.arange(n)
+        order = torch.randperm(units, generator=generator) if cfg.shuffle else torch.arange(units)
         for idx in torch.tensor_split(order, parts_per_epoch):
-            mb = batch.index(idx)
+            if len(idx) == 0:  # DD-PPO: fewer sequences here than the ranks' shared count
+                learner.step(sum(p.sum() for p in learner.params) * 0.0, 0)
+                continue
+            mb, dist_inputs, values = _forward(model, batch, idx)
             if cfg.advantage_normalization == "minibatch" and len(mb) > 1:
                 adv = mb.advantages
                 mb.advantages = (adv - adv.mean()) / (adv.std() + 1e-8)
-            dist_inputs, values = model(mb.obs)
             dist_inputs = mask_logits(dist_inputs, mb.action_mask)
             loss, parts = ppo_loss(dist_inputs, values, mb, cfg, model.dist, kl_coeff,
                                    entropy_coeff, magnet_coeff)
@@ -93,7 +100,19 @@ def ppo_update(
             steps += 1
     metrics = {k: float(v) / steps for k, v in sums.items()}
     with torch.no_grad():
-        dist_inputs = mask_logits(model(batch.obs)[0], batch.action_mask)
-        metrics["kl"] = float(model.dist.kl(batch.dist_inputs, dist_inputs).mean())
+        mb, dist_inputs, _ = _forward(model, batch, None)
+        dist_inputs = mask_logits(dist_inputs, mb.action_mask)
+        metrics["kl"] = float(model.dist.kl(mb.dist_inputs, dist_inputs).mean())
     return metrics
+
+
+def _forward(model: torch.nn.Module, batch: PPOBatch, idx: torch.Tensor | None
+             ) -> tuple[PPOBatch, torch.Tensor, torch.Tensor]:
+    """(minibatch, distribution inputs, values) of rows ``idx`` (sequences, for a
+    recurrent batch; None: all)."""
+    if batch.sequences is None:
+        mb = batch if idx is None else batch.index(idx)
+        return (mb, *model(mb.obs))
+    dist_inputs, values, rows = unroll_rows(model, batch, idx)
+    return batch.index(rows), dist_inputs, values
 

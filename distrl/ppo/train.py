@@ -28,7 +28,7 @@ from distrl.core.loop import (
 )
 from distrl.core.sampling import seed_for
 from distrl.core.types import PPOBatch, Rollout
-from distrl.models.actor_critic import ActorCritic
+from distrl.models.recurrent import actor_critic
 from distrl.ppo.config import PPOConfig
 from distrl.ppo.env_runner import EnvRunner, LocalRunnerGroup
 from distrl.ppo.loss import ppo_update, update_kl_coeff
@@ -47,7 +47,7 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None) -> 
     try:
         obs_space, act_space = (runners.runner.spaces() if isinstance(runners, LocalRunnerGroup)
                                 else env_spaces(run.env, run.env_config))
-        model = ActorCritic(obs_space, act_space, config.model).to(device)
+        model = actor_critic(obs_space, act_space, config.model).to(device)
         learner = Learner(model, config.lr_at(0), config.grad_clip)
         generator = torch.Generator().manual_seed(run.seed)  # minibatch shuffling
         progress = start.progress()

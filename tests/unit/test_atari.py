@@ -34,7 +34,7 @@ class ScoredEnv(gym.Env):
 
 
 class First:
-    def act(self, obs, generator):
+    def act(self, obs, generator, context=None):
         return torch.zeros(obs.shape[0], dtype=torch.int64), {}
 
 

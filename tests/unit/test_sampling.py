@@ -36,7 +36,7 @@ class FixedPolicy:
     def __init__(self, actions):
         self.actions = torch.as_tensor(actions)
 
-    def act(self, obs, generator):
+    def act(self, obs, generator, context=None):
         n = obs.shape[0]
         return self.actions.expand(n, *self.actions.shape), {"seen": obs[:, 0] + 1.0}
 
@@ -105,3 +105,28 @@ def test_envs_that_cannot_be_pickled_resume_fresh_with_a_warning():
         assert loop.get_state() is None
     loop.set_state(None)  # a resume keeps the loop's own fresh envs
     loop.close()
+
+
+class ContextPolicy:
+    """Acts 0, 1, 2, ... and records the step context the loop gave it."""
+
+    def __init__(self):
+        self.seen, self.k = [], 0
+
+    def act(self, obs, generator, context=None):
+        self.seen.append((bool(context.first[0]), int(context.prev_actions[0]),
+                          float(context.prev_rewards[0])))
+        self.k += 1
+        return torch.tensor([self.k - 1]), {}
+
+
+def test_the_step_context_marks_episode_starts_and_the_previous_action_and_reward():
+    """4-step episodes under NEXT_STEP autoreset: steps 0-3 play, step 4 is the reset step
+    (its action is ignored), step 5 starts the next episode: first again."""
+    loop = EnvLoop(lambda: RecordingEnv(gym.spaces.Discrete(10)), 1, seed=0)
+    policy = ContextPolicy()
+    loop.collect(policy, steps_per_env=6, generator=None)
+    assert [first for first, _, _ in policy.seen] == [True, False, False, False, False, True,
+                                                      False]
+    assert [a for _, a, _ in policy.seen] == [0, 0, 1, 2, 3, 4, 5]
+    assert [r for _, _, r in policy.seen] == [0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0]

@@ -1,0 +1,148 @@
+"""RecurrentActorCritic: ActorCritic with an LSTM core between its shared layers and its
+heads (``ModelConfig.use_lstm``), and LSTMActor, which carries each sub-env's state
+through sampling and evaluation.
+
+Layout: encoder (conv for images) -> hiddens (shared by both heads) -> [features,
+previous action one-hot, previous reward] -> nn.LSTM(lstm_cell_size) -> linear policy
+and value heads. The state is (h, c), each ``[N, cell]``; a state is zero at an
+episode's first step and never carried across a reset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from distrl.models.actor_critic import ActorCritic
+from distrl.models.config import ModelConfig
+from distrl.models.distributions import DiagGaussian
+from distrl.models.encoders import linear_layers
+
+State = tuple[torch.Tensor, torch.Tensor]  # (h, c), each [N, cell]
+
+
+class RecurrentActorCritic(ActorCritic):
+    """An ActorCritic whose heads read an LSTM's output. ``step`` advances one time step
+    for a batch of envs (sampling); ``unroll`` runs padded sequences ``[L, S]`` from their
+    initial states (training). ``forward`` (no state) is refused: it would act with an
+    empty memory."""
+
+    recurrent = True
+
+    def __init__(self, obs_space: gym.Space, act_space: gym.Space, cfg: ModelConfig):
+        super().__init__(obs_space, act_space, dataclasses.replace(cfg, vf_share_layers=True))
+        self.cell = cfg.lstm_cell_size
+        self.discrete_act = self.dist is not DiagGaussian
+        self.act_dim = int(act_space.n) if self.discrete_act else int(act_space.shape[0])
+        self.use_prev_action, self.use_prev_reward = (cfg.lstm_use_prev_action,
+                                                      cfg.lstm_use_prev_reward)
+        n_in = cfg.hiddens[-1] + self.act_dim * self.use_prev_action + self.use_prev_reward
+        self.lstm = nn.LSTM(n_in, self.cell)
+        n_out = self.pi[-1].out_features
+        self.pi = linear_layers([self.cell], n_out, 0.01, cfg.ortho_init)
+        self.vf = linear_layers([self.cell], 1, 1.0, cfg.ortho_init)
+        if self.dist is DiagGaussian and not cfg.free_log_std:
+            nn.init.constant_(self.pi[-1].bias[self.act_dim:], cfg.log_std_init)
+        self._cache_params()
+
+    def forward(self, obs: torch.Tensor, params: Any = None, value: bool = True) -> Any:
+        raise TypeError("a recurrent policy acts with a state: use step() or unroll() "
+                        "(LSTMActor carries the state per env).")
+
+    def initial_state(self, n: int) -> State:
+        device = self.pi[-1].weight.device
+        return (torch.zeros(n, self.cell, device=device), torch.zeros(n, self.cell, device=device))
+
+    def _core_input(self, obs: torch.Tensor, prev_actions: torch.Tensor,
+                    prev_rewards: torch.Tensor) -> torch.Tensor:
+        """Features of ``obs [..., *obs_shape]`` with the previous action and reward."""
+        lead = prev_rewards.shape
+        x = self.features(obs.reshape(-1, *obs.shape[len(lead):]))
+        parts = [x.reshape(*lead, -1)]
+        if self.use_prev_action:
+            a = prev_actions
+            parts.append(F.one_hot(a.long(), self.act_dim).to(x.dtype) if self.discrete_act
+                         else a.to(x.dtype))
+        if self.use_prev_reward:
+            parts.append(prev_rewards.to(x.dtype)[..., None])
+        return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+
+    def step(self, obs: torch.Tensor, state: State, prev_actions: torch.Tensor,
+             prev_rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, State]:
+        """One time step of N envs: (distribution inputs [N, D], values [N], new state)."""
+        x = self._core_input(obs, prev_actions, prev_rewards)
+        out, (h, c) = self.lstm(x[None], (state[0][None], state[1][None]))
+        dist_inputs, values = self.heads(out[0])
+        return dist_inputs, values, (h[0], c[0])
+
+    def unroll(self, obs: torch.Tensor, state: State, prev_actions: torch.Tensor,
+               prev_rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sequences ``[L, S, ...]`` from initial states ``[S, cell]``: (distribution
+        inputs [L, S, D], values [L, S]). Padding after a sequence's end cannot reach its
+        steps (it comes later in time); the caller drops the padded rows."""
+        x = self._core_input(obs, prev_actions, prev_rewards)
+        out, _ = self.lstm(x, (state[0][None].contiguous(), state[1][None].contiguous()))
+        return self.heads(out)
+
+
+class LSTMActor:
+    """Acts for N envs with a RecurrentActorCritic, carrying each env's state: zeroed
+    where a step starts an episode (``context.first``), so never across a reset. Its
+    extras record, per step, the state it acted from (what a training sequence starting
+    there replays from) and the previous action and reward it saw."""
+
+    def __init__(self, model: RecurrentActorCritic, num_envs: int):
+        self.model, self.state = model, model.initial_state(num_envs)
+
+    def step(self, obs: torch.Tensor, context: Any) -> tuple[torch.Tensor, torch.Tensor, dict]:
+        """(distribution inputs, values, extras) of one step; advances the state."""
+        first = torch.as_tensor(context.first, device=obs.device)
+        keep = (~first).to(self.state[0].dtype)[:, None]
+        h, c = self.state[0] * keep, self.state[1] * keep
+        prev_a = _masked(context.prev_actions, first, obs.device)
+        prev_r = _masked(context.prev_rewards, first, obs.device)
+        dist_inputs, values, self.state = self.model.step(obs, (h, c), prev_a, prev_r)
+        extras = {"first": first, "state_in": torch.stack([h, c], dim=1),
+                  "prev_actions": prev_a, "prev_rewards": prev_r.float()}
+        return dist_inputs, values, extras
+
+    def act(self, obs: torch.Tensor, generator: torch.Generator | None, context: Any
+            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Sampled actions and PPO's extras (sampling.Policy)."""
+        dist_inputs, values, extras = self.step(obs, context)
+        actions = self.model.dist.sample(dist_inputs, generator)
+        logp = self.model.dist.log_prob(dist_inputs, actions)
+        return actions, {"logp": logp, "dist_inputs": dist_inputs, "values": values, **extras}
+
+    def values(self, obs: torch.Tensor, context: Any) -> torch.Tensor:
+        """V(obs) from the current state, without advancing it (the bootstrap value)."""
+        saved = self.state
+        _, values, _ = self.step(obs, context)
+        self.state = saved
+        return values
+
+    def get_state(self) -> np.ndarray:
+        return torch.stack(self.state, dim=1).cpu().numpy()  # [N, 2, cell]
+
+    def set_state(self, state: np.ndarray) -> None:
+        device = self.state[0].device
+        both = torch.as_tensor(state, device=device)
+        self.state = (both[:, 0].contiguous(), both[:, 1].contiguous())
+
+
+def _masked(x: np.ndarray, first: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """The previous action or reward, zero where the step starts an episode."""
+    t = torch.as_tensor(x, device=device)
+    zero = torch.zeros((), dtype=t.dtype, device=device)
+    return torch.where(first.view(-1, *[1] * (t.dim() - 1)), zero, t)
+
+
+def actor_critic(obs_space: gym.Space, act_space: gym.Space, cfg: ModelConfig) -> ActorCritic:
+    """PPO's network: recurrent when ``cfg.use_lstm``."""
+    return (RecurrentActorCritic if cfg.use_lstm else ActorCritic)(obs_space, act_space, cfg)

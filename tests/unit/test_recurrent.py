@@ -1,0 +1,116 @@
+"""Recurrent policies: sequences cut at episode ends and max_seq_len, padding that reaches
+no loss term, state reset at episode starts, stored states that replay sampling."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from distrl import ModelConfig
+from distrl.core.memory_tasks import RepeatFirst, StatelessCartPole
+from distrl.core.sequences import padded_index, sequence_starts, unroll_rows
+from distrl.core.types import PPOBatch
+from distrl.models.recurrent import RecurrentActorCritic
+from distrl.ppo.config import PPOHyperparams
+from distrl.ppo.env_runner import EnvRunner
+from distrl.ppo.loss import _forward, ppo_loss
+
+MODEL = ModelConfig(use_lstm=True, lstm_cell_size=8, hiddens=(16,),
+                    lstm_use_prev_action=True, lstm_use_prev_reward=True, max_seq_len=3)
+
+
+def test_sequences_start_at_fragments_episodes_and_every_max_seq_len():
+    first = np.array([[0, 1], [0, 0], [1, 0], [0, 0], [0, 0], [0, 1], [0, 0]], bool)
+    starts = sequence_starts(first, max_seq_len=3)
+    # env 0: row 0 (fragment), row 2 (episode), row 5 (3 after 2); env 1: rows 0, 3, 5.
+    assert np.flatnonzero(starts[:, 0]).tolist() == [0, 2, 5]
+    assert np.flatnonzero(starts[:, 1]).tolist() == [0, 3, 5]
+
+
+def test_padded_index_lists_each_sequence_and_masks_the_rest():
+    starts = torch.tensor([1, 0, 0, 1, 1, 0], dtype=torch.bool)
+    rows, mask = padded_index(starts)
+    assert rows.shape == (3, 3)
+    assert rows[mask].tolist() == [0, 3, 4, 1, 5, 2]  # time-major over the columns
+    assert mask.tolist() == [[True, True, True], [True, False, True], [True, False, False]]
+
+
+def sample(env, steps=12, num_envs=3, seed=0):
+    runner = EnvRunner(env, num_envs, MODEL, 0.99, 0.95, seed)
+    torch.manual_seed(seed)
+    return runner, runner.sample(steps)
+
+
+def test_stored_states_and_sequences_replay_what_the_sampler_computed():
+    """Unrolling the rollout's sequences from their stored states, with the stored
+    previous actions and rewards, gives the very outputs the sampler acted with: the
+    states are the sampler's, cut where episodes start, never carried over a reset."""
+    runner, rollout = sample(lambda: RepeatFirst(length=4), steps=14)
+    assert rollout.seq_starts.sum() > 3 * 3  # episodes of 4 and max_seq_len 3 cut often
+    batch = PPOBatch.from_rollout(rollout)
+    with torch.no_grad():
+        dist_inputs, values, rows = unroll_rows(runner.model, batch)
+    torch.testing.assert_close(dist_inputs, batch.dist_inputs[rows], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(values, batch.values[rows], rtol=1e-5, atol=1e-5)
+    assert sorted(rows.tolist()) == list(range(len(batch)))  # every row once
+
+
+def test_the_state_is_zero_at_every_episode_start_and_carried_otherwise():
+    _, rollout = sample(lambda: RepeatFirst(length=4), steps=14)
+    starts, states = rollout.seq_starts, rollout.state_in
+    # RepeatFirst's first observation shows the cue: those rows start episodes.
+    episode_start = (rollout.obs[:, 0] != 0)[starts]
+    assert episode_start.any() and (~episode_start).any()
+    assert np.all(states[episode_start] == 0)
+    assert np.all(np.abs(states[~episode_start]).sum(axis=(1, 2)) > 0)
+
+
+def test_padding_reaches_no_loss_term():
+    """Outputs and loss on padded sequences equal those of each sequence stepped alone
+    (no padding at all), and garbage in what padded steps read changes nothing."""
+    runner, rollout = sample(StatelessCartPole, steps=10)
+    batch = PPOBatch.from_rollout(rollout)
+    cfg = PPOHyperparams(model=MODEL)
+    model, chosen = runner.model, torch.arange(1, 5)
+    with torch.no_grad():
+        dist_inputs, values, rows = unroll_rows(model, batch, chosen)
+        # Naive reference: each chosen sequence stepped alone from its stored state.
+        all_rows, mask = padded_index(batch.sequences.starts)
+        assert (~mask[:, chosen]).any()  # there is padding among them
+        ref = {}
+        for s in chosen.tolist():
+            state = (batch.sequences.state_in[s, 0][None], batch.sequences.state_in[s, 1][None])
+            for r in all_rows[:, s][mask[:, s]].tolist():
+                d, v, state = model.step(batch.obs[r][None], state,
+                                         batch.prev_actions[r][None], batch.prev_rewards[r][None])
+                ref[r] = (d[0], v[0])
+        assert sorted(ref) == sorted(rows.tolist())
+        ref_inputs = torch.stack([ref[r][0] for r in rows.tolist()])
+        ref_values = torch.stack([ref[r][1] for r in rows.tolist()])
+        torch.testing.assert_close(dist_inputs, ref_inputs, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(values, ref_values, rtol=1e-5, atol=1e-5)
+        mb, fwd_inputs, fwd_values = _forward(model, batch, chosen)
+        loss, _ = ppo_loss(fwd_inputs, fwd_values, mb, cfg, model.dist, 0.2, 0.01)
+        ref_loss, _ = ppo_loss(ref_inputs, ref_values, batch.index(rows), cfg, model.dist,
+                               0.2, 0.01)
+        torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
+        # Padded steps read row 0 (sequence 0's, not chosen): garbage there changes nothing.
+        batch.obs = batch.obs.clone()
+        batch.obs[0] = 1e6
+        again, values_again, _ = unroll_rows(model, batch, chosen)
+        torch.testing.assert_close(again, dist_inputs)
+        torch.testing.assert_close(values_again, values)
+
+
+def test_a_recurrent_policy_refuses_a_stateless_call_and_other_algorithms_refuse_it():
+    model = RecurrentActorCritic(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2), MODEL)
+    with pytest.raises(TypeError, match="state"):
+        model(torch.zeros(1, 2))
+    from distrl import ApexConfig, LeagueConfig
+
+    with pytest.raises(ValueError, match="R2D2"):
+        ApexConfig(model=MODEL)
+    with pytest.raises(ValueError, match="league"):
+        LeagueConfig(model=MODEL)
+    with pytest.raises(ValueError, match="max_seq_len"):
+        ModelConfig(use_lstm=True, max_seq_len=0)
