@@ -52,7 +52,9 @@ class EnvRunner:
     def use_model(self, model: torch.nn.Module) -> None:
         """Act with ``model`` itself (DD-PPO: the very weights being trained)."""
         self.model = model
-        if self.max_seq_len is not None:
+        if self.max_seq_len is None:
+            self.actor = model
+        else:
             self.actor.model = model
 
     def set_weights(self, weights: Weights, version: int) -> None:

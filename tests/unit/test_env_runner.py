@@ -75,3 +75,15 @@ def test_weights_are_loaded_once_per_version():
     w2 = {k: v + 1.0 for k, v in w.items()}
     runner.sample(4, w2, version=7)  # same version: not reloaded
     np.testing.assert_allclose(runner.sample(4).dist_inputs, 0.0)
+
+
+@pytest.mark.parametrize("use_lstm", [False, True])
+def test_use_model_acts_with_the_given_model(use_lstm):
+    """DD-PPO samples with the very module it trains: values and actions come from it."""
+    cfg = ModelConfig(use_lstm=use_lstm, lstm_cell_size=8)
+    runner = EnvRunner(counting(end=5), 2, cfg, 0.9, 1.0, seed=0)
+    trained = EnvRunner(counting(end=5), 2, cfg, 0.9, 1.0, seed=1).model
+    runner.use_model(trained)
+    constant_value(runner, 7.0)  # edits `trained`, through runner.model
+    r = runner.sample(4)
+    np.testing.assert_allclose(r.values, 7.0, rtol=1e-6)
