@@ -33,7 +33,7 @@ class Rollout:
     # Recurrent policies (see core/sequences.py): rows are whole sequences, each env's in
     # time order; a sequence starts where seq_starts is True.
     seq_starts: np.ndarray | None = None  # [B] bool
-    state_in: np.ndarray | None = None  # [S, 2, cell] (h, c) before each sequence's first step
+    state_in: np.ndarray | None = None  # [S, 2, state_size]: (h, c) at each sequence start
     prev_actions: np.ndarray | None = None  # [B] or [B, A]: the step's previous action
     prev_rewards: np.ndarray | None = None  # [B] float32: the step's previous reward
 
@@ -118,7 +118,7 @@ class Sequences:
     the state its first step acted from."""
 
     starts: torch.Tensor  # [B] bool
-    state_in: torch.Tensor  # [S, 2, cell]
+    state_in: torch.Tensor  # [S, 2, state_size]
 
 
 @dataclass

@@ -141,8 +141,10 @@ class ActorCritic(nn.Module):
         return mlp(shared, x, True, self.activation)
 
     def heads(self, h: torch.Tensor, params: dict[str, torch.Tensor] | None = None,
-              value: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-        """(distribution inputs [..., D], values [...]) from features ``h [..., F]``."""
+              value: bool = True, vf_h: torch.Tensor | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(distribution inputs [..., D], values [...]) from features ``h [..., F]``
+        (the value head's own features ``vf_h``, if given)."""
         if params is None:
             (_, _, pi, vf), log_std = self._params, self.log_std
         else:
@@ -153,7 +155,7 @@ class ActorCritic(nn.Module):
             out = torch.cat([out, log_std.expand_as(out)], dim=-1)
         if not value:
             return out, out.new_zeros(out.shape[:-1])
-        return out, mlp(vf, h, False, self.vf_activation).squeeze(-1)
+        return out, mlp(vf, h if vf_h is None else vf_h, False, self.vf_activation).squeeze(-1)
 
     def act(self, obs: torch.Tensor, generator: torch.Generator | None, context: Any = None
             ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

@@ -1,16 +1,18 @@
-"""RecurrentActorCritic: ActorCritic with an LSTM core between its shared layers and its
+"""RecurrentActorCritic: ActorCritic with an LSTM core between its hidden layers and its
 heads (``ModelConfig.use_lstm``), and LSTMActor, which carries each sub-env's state
 through sampling and evaluation.
 
-Layout: encoder (conv for images) -> hiddens (shared by both heads) -> [features,
-previous action one-hot, previous reward] -> nn.LSTM(lstm_cell_size) -> linear policy
-and value heads. The state is (h, c), each ``[N, cell]``; a state is zero at an
-episode's first step and never carried across a reset.
+Layout: encoder (conv for images) -> hiddens -> [features, previous action one-hot,
+previous reward] -> nn.LSTM(lstm_cell_size) -> linear head. With ``vf_share_layers``
+the policy and value heads read one LSTM; without (the default), the value function
+has its own hiddens and LSTM (SB3's ``enable_critic_lstm``), so the value loss's
+scale cannot swamp the policy's memory. The state is (h, c), each ``[N, state_size]``
+(the critic's LSTM, if any, after the policy's); a state is zero at an episode's first
+step and never carried across a reset.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import gymnasium as gym
@@ -22,13 +24,13 @@ from torch.nn import functional as F
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.config import ModelConfig
 from distrl.models.distributions import DiagGaussian
-from distrl.models.encoders import linear_layers
+from distrl.models.encoders import linear_layers, mlp
 
-State = tuple[torch.Tensor, torch.Tensor]  # (h, c), each [N, cell]
+State = tuple[torch.Tensor, torch.Tensor]  # (h, c), each [N, state_size]
 
 
 class RecurrentActorCritic(ActorCritic):
-    """An ActorCritic whose heads read an LSTM's output. ``step`` advances one time step
+    """An ActorCritic whose heads read LSTM outputs. ``step`` advances one time step
     for a batch of envs (sampling); ``unroll`` runs padded sequences ``[L, S]`` from their
     initial states (training). ``forward`` (no state) is refused: it would act with an
     empty memory."""
@@ -36,15 +38,23 @@ class RecurrentActorCritic(ActorCritic):
     recurrent = True
 
     def __init__(self, obs_space: gym.Space, act_space: gym.Space, cfg: ModelConfig):
-        super().__init__(obs_space, act_space, dataclasses.replace(cfg, vf_share_layers=True))
+        super().__init__(obs_space, act_space, cfg)
         self.cell = cfg.lstm_cell_size
         self.discrete_act = self.dist is not DiagGaussian
         self.act_dim = int(act_space.n) if self.discrete_act else int(act_space.shape[0])
         self.use_prev_action, self.use_prev_reward = (cfg.lstm_use_prev_action,
                                                       cfg.lstm_use_prev_reward)
-        n_in = cfg.hiddens[-1] + self.act_dim * self.use_prev_action + self.use_prev_reward
-        self.lstm = nn.LSTM(n_in, self.cell)
+        extra = self.act_dim * self.use_prev_action + self.use_prev_reward
         n_out = self.pi[-1].out_features
+        # ActorCritic's pi and vf MLPs become trunks (hiddens, activated) before the LSTMs;
+        # the heads are single linear layers after them. Shared: the shared layers are
+        # the trunk and both heads read one LSTM.
+        self.pi_trunk = nn.ModuleList() if cfg.vf_share_layers else self.pi[:-1]
+        self.vf_trunk = nn.ModuleList() if cfg.vf_share_layers else self.vf[:-1]
+        self.lstm = nn.LSTM(self.pi[-1].in_features + extra, self.cell)
+        self.vf_lstm = None if cfg.vf_share_layers else nn.LSTM(
+            self.vf[-1].in_features + extra, self.cell)
+        self.state_size = self.cell * (1 if self.vf_lstm is None else 2)
         self.pi = linear_layers([self.cell], n_out, 0.01, cfg.ortho_init)
         self.vf = linear_layers([self.cell], 1, 1.0, cfg.ortho_init)
         if self.dist is DiagGaussian and not cfg.free_log_std:
@@ -57,38 +67,61 @@ class RecurrentActorCritic(ActorCritic):
 
     def initial_state(self, n: int) -> State:
         device = self.pi[-1].weight.device
-        return (torch.zeros(n, self.cell, device=device), torch.zeros(n, self.cell, device=device))
+        return (torch.zeros(n, self.state_size, device=device),
+                torch.zeros(n, self.state_size, device=device))
 
-    def _core_input(self, obs: torch.Tensor, prev_actions: torch.Tensor,
-                    prev_rewards: torch.Tensor) -> torch.Tensor:
-        """Features of ``obs [..., *obs_shape]`` with the previous action and reward."""
+    def _core_inputs(self, obs: torch.Tensor, prev_actions: torch.Tensor,
+                     prev_rewards: torch.Tensor) -> list[torch.Tensor]:
+        """Each LSTM's input for ``obs [..., *obs_shape]``: its trunk's features with the
+        previous action and reward."""
         lead = prev_rewards.shape
         x = self.features(obs.reshape(-1, *obs.shape[len(lead):]))
-        parts = [x.reshape(*lead, -1)]
+        extras = []
         if self.use_prev_action:
             a = prev_actions
-            parts.append(F.one_hot(a.long(), self.act_dim).to(x.dtype) if self.discrete_act
-                         else a.to(x.dtype))
+            extras.append(F.one_hot(a.long(), self.act_dim).to(x.dtype) if self.discrete_act
+                          else a.to(x.dtype))
         if self.use_prev_reward:
-            parts.append(prev_rewards.to(x.dtype)[..., None])
-        return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+            extras.append(prev_rewards.to(x.dtype)[..., None])
+        trunks = [self.pi_trunk] if self.vf_lstm is None else [self.pi_trunk, self.vf_trunk]
+        inputs = []
+        for trunk in trunks:
+            act = self.activation if trunk is self.pi_trunk else self.vf_activation
+            h = mlp([(m.weight, m.bias) for m in trunk], x, True, act)
+            inputs.append(torch.cat([h.reshape(*lead, -1), *extras], dim=-1))
+        return inputs
+
+    def _run(self, inputs: list[torch.Tensor], state: State
+             ) -> tuple[torch.Tensor, torch.Tensor, State]:
+        """The LSTMs over ``[L, S, F]`` inputs from ``state``: (distribution inputs,
+        values, final state)."""
+        outs, hs, cs = [], [], []
+        lstms = [self.lstm] if self.vf_lstm is None else [self.lstm, self.vf_lstm]
+        for i, (lstm, x) in enumerate(zip(lstms, inputs, strict=True)):
+            part = slice(i * self.cell, (i + 1) * self.cell)
+            out, (h, c) = lstm(x, (state[0][None, :, part].contiguous(),
+                                   state[1][None, :, part].contiguous()))
+            outs.append(out)
+            hs.append(h[0])
+            cs.append(c[0])
+        dist_inputs, values = self.heads(outs[0], vf_h=outs[-1])
+        return dist_inputs, values, (torch.cat(hs, dim=-1), torch.cat(cs, dim=-1))
 
     def step(self, obs: torch.Tensor, state: State, prev_actions: torch.Tensor,
              prev_rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, State]:
         """One time step of N envs: (distribution inputs [N, D], values [N], new state)."""
-        x = self._core_input(obs, prev_actions, prev_rewards)
-        out, (h, c) = self.lstm(x[None], (state[0][None], state[1][None]))
-        dist_inputs, values = self.heads(out[0])
-        return dist_inputs, values, (h[0], c[0])
+        inputs = [x[None] for x in self._core_inputs(obs, prev_actions, prev_rewards)]
+        dist_inputs, values, state = self._run(inputs, state)
+        return dist_inputs[0], values[0], state
 
     def unroll(self, obs: torch.Tensor, state: State, prev_actions: torch.Tensor,
                prev_rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sequences ``[L, S, ...]`` from initial states ``[S, cell]``: (distribution
+        """Sequences ``[L, S, ...]`` from initial states ``[S, state_size]``: (distribution
         inputs [L, S, D], values [L, S]). Padding after a sequence's end cannot reach its
         steps (it comes later in time); the caller drops the padded rows."""
-        x = self._core_input(obs, prev_actions, prev_rewards)
-        out, _ = self.lstm(x, (state[0][None].contiguous(), state[1][None].contiguous()))
-        return self.heads(out)
+        dist_inputs, values, _ = self._run(self._core_inputs(obs, prev_actions, prev_rewards),
+                                           state)
+        return dist_inputs, values
 
 
 class LSTMActor:
@@ -128,7 +161,7 @@ class LSTMActor:
         return values
 
     def get_state(self) -> np.ndarray:
-        return torch.stack(self.state, dim=1).cpu().numpy()  # [N, 2, cell]
+        return torch.stack(self.state, dim=1).cpu().numpy()  # [N, 2, state_size]
 
     def set_state(self, state: np.ndarray) -> None:
         device = self.state[0].device

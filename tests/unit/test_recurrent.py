@@ -1,6 +1,8 @@
 """Recurrent policies: sequences cut at episode ends and max_seq_len, padding that reaches
 no loss term, state reset at episode starts, stored states that replay sampling."""
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -35,17 +37,21 @@ def test_padded_index_lists_each_sequence_and_masks_the_rest():
     assert mask.tolist() == [[True, True, True], [True, False, True], [True, False, False]]
 
 
-def sample(env, steps=12, num_envs=3, seed=0):
-    runner = EnvRunner(env, num_envs, MODEL, 0.99, 0.95, seed)
+def sample(env, steps=12, num_envs=3, seed=0, model=MODEL):
+    runner = EnvRunner(env, num_envs, model, 0.99, 0.95, seed)
     torch.manual_seed(seed)
     return runner, runner.sample(steps)
 
 
-def test_stored_states_and_sequences_replay_what_the_sampler_computed():
+@pytest.mark.parametrize("shared", [False, True])
+def test_stored_states_and_sequences_replay_what_the_sampler_computed(shared):
     """Unrolling the rollout's sequences from their stored states, with the stored
     previous actions and rewards, gives the very outputs the sampler acted with: the
-    states are the sampler's, cut where episodes start, never carried over a reset."""
-    runner, rollout = sample(lambda: RepeatFirst(length=4), steps=14)
+    states are the sampler's, cut where episodes start, never carried over a reset.
+    Without shared layers the critic's LSTM state travels beside the policy's."""
+    model = dataclasses.replace(MODEL, vf_share_layers=shared)
+    runner, rollout = sample(lambda: RepeatFirst(length=4), steps=14, model=model)
+    assert rollout.state_in.shape[2] == 8 * (1 if shared else 2)
     assert rollout.seq_starts.sum() > 3 * 3  # episodes of 4 and max_seq_len 3 cut often
     batch = PPOBatch.from_rollout(rollout)
     with torch.no_grad():
