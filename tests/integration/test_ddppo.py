@@ -15,7 +15,8 @@ from distrl.core.sampling import seed_for
 from distrl.ddppo.config import DDPPOConfig
 from distrl.ddppo.remote import DDPPOWorkerGroup
 from distrl.ddppo.train import train_ddppo
-from distrl.models.actor_critic import ActorCritic
+from distrl.models.config import ModelConfig
+from distrl.models.recurrent import actor_critic
 from tests.fakes import (
     broken_in_one_process,
     counting,
@@ -26,13 +27,14 @@ from tests.fakes import (
 
 SMALL = DDPPOConfig(num_workers=2, num_envs_per_worker=2, rollout_fragment_length=16,
                     minibatch_size=8, num_epochs=2, collective_timeout_s=20.0)
+LSTM = replace(SMALL, model=ModelConfig(use_lstm=True, lstm_cell_size=8, max_seq_len=5))
 
 
 def make_group(env, cfg=SMALL, run=None) -> DDPPOWorkerGroup:
     group = DDPPOWorkerGroup(lambda i, r: dict(env=env, config=cfg, seed=seed_for(0, i, r)), cfg,
                              run or RunConfig())
     torch.manual_seed(0)
-    model = ActorCritic(*group_spaces(env), cfg.model)
+    model = actor_critic(*group_spaces(env), cfg.model)
     group.set_learner_state({"model": model.state_dict(), "optimizer": None})
     return group
 
@@ -63,8 +65,9 @@ def assert_identical(weights: list[dict[str, np.ndarray]]) -> None:
             assert np.array_equal(weights[0][k], w[k]), f"{k} differs between ranks"
 
 
-def test_replicas_stay_bit_identical(ray_local):
-    group = make_group("CartPole-v1")
+@pytest.mark.parametrize("cfg", [SMALL, LSTM], ids=["feedforward", "lstm"])
+def test_replicas_stay_bit_identical(ray_local, cfg):
+    group = make_group("CartPole-v1", cfg)
     try:
         before = replica_weights(group)
         for i in range(4):
@@ -75,6 +78,8 @@ def test_replicas_stay_bit_identical(ray_local):
     assert_identical(before)
     assert_identical(after)
     assert not np.array_equal(before[0]["pi.0.weight"], after[0]["pi.0.weight"])
+    if cfg.model.use_lstm:
+        assert not np.array_equal(before[0]["lstm.weight_hh_l0"], after[0]["lstm.weight_hh_l0"])
     assert [r.samples for r in results] == [32, 32]
     for k, v in results[0].weights.items():  # what the driver keeps in sync is rank 0's
         assert np.array_equal(v, after[0][k])
@@ -159,20 +164,23 @@ def test_nan_from_an_env_is_raised_at_once(ray_local, tmp_path):
     assert time.perf_counter() - t0 < SMALL.collective_timeout_s
 
 
-def test_checkpoint_resumes_exactly_and_evaluates(ray_local, tmp_path):
+@pytest.mark.parametrize("cfg", [SMALL, LSTM], ids=["feedforward", "lstm"])
+def test_checkpoint_resumes_exactly_and_evaluates(ray_local, tmp_path, cfg):
     # A non-default env: the resumed run must take it from the checkpoint, not the default.
-    straight = train_ddppo(SMALL, RunConfig(env="Acrobot-v1", logdir=str(tmp_path / "a"),
+    # An LSTM's episodes in progress go on from their saved states.
+    straight = train_ddppo(cfg, RunConfig(env="Acrobot-v1", logdir=str(tmp_path / "a"),
                                             max_env_steps=256, progress=False))
-    train_ddppo(SMALL, RunConfig(env="Acrobot-v1", logdir=str(tmp_path / "b"), max_env_steps=128,
-                                 progress=False))
-    resumed = train_ddppo(SMALL, RunConfig(resume=str(tmp_path / "b"), max_env_steps=256,
+    train_ddppo(cfg, RunConfig(env="Acrobot-v1", logdir=str(tmp_path / "b"), max_env_steps=128,
+                               progress=False))
+    resumed = train_ddppo(cfg, RunConfig(resume=str(tmp_path / "b"), max_env_steps=256,
                                            progress=False))
     assert resumed["iteration"] == straight["iteration"] == 4
     assert resumed["env/steps_total"] == straight["env/steps_total"]
     a, b = (Checkpoint(tmp_path / d).tensors("policy", "weights.pt") for d in "ab")
     for k in a:
         assert torch.equal(a[k], b[k]), k
-    assert a["pi.0.weight"].shape[1] == 6  # Acrobot's observation
+    first = "pi_trunk.0.weight" if cfg.model.use_lstm else "pi.0.weight"
+    assert a[first].shape[1] == 6  # Acrobot's observation
     rows = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in rows] == [1, 2, 3, 4]
     for key in ("ddppo/preempted_steps", "ddppo/allreduce_s", "ddppo/world_size",
