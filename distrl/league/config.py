@@ -81,9 +81,6 @@ class LeagueConfig(PPOHyperparams):
             raise ValueError("observation_filter='MeanStdFilter' is not supported in a league "
                              "(its learners do not share observation statistics); leave it at "
                              "'NoFilter'.")
-        if self.model.use_lstm:
-            raise ValueError("use_lstm is not supported in a league yet (its games would "
-                             "need a state per seat); PPO and DD-PPO have it.")
         check_positive(self, "train_batch_size", "num_envs", "league_eval_games",
                        "max_cached_policies")
         if min(self.num_env_runners, self.league_eval_member_games) < 0 or min(

@@ -13,7 +13,7 @@ over the seat's own steps) and the episode a MatchResult for the league's payoff
 
 Acting: all seats a policy plays at one step share one forward pass; illegal actions are
 masked (models.distributions.mask_logits); one sampling call then covers the seats of
-every policy with the same kind of distribution.
+every policy with the same kind of distribution. A recurrent policy's memory is per seat.
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ RANDOM = "random"
 class ActingPolicy(Protocol):
     """What plays a seat: policy_cache.CachedPolicy, or a LocalPolicy in the learner's
     process. ``__call__(obs, value=...) -> (distribution inputs, values)``; with
-    ``value=False`` the values may be zeros (they are not needed)."""
+    ``value=False`` the values may be zeros (they are not needed). A recurrent one
+    (``recurrent`` true) acts through ``step(obs, state, prev_actions, prev_rewards) ->
+    (distribution inputs, values, state)`` and ``initial_state(n)`` instead."""
 
     version: int
 
@@ -55,9 +57,20 @@ class LocalPolicy:
     module: torch.nn.Module
     version: int = 0
 
+    @property
+    def recurrent(self) -> bool:
+        return getattr(self.module, "recurrent", False)
+
     def __call__(self, obs: torch.Tensor, value: bool = True
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         return self.module(obs, value=value)
+
+    def step(self, obs: torch.Tensor, state: Any, prev_actions: torch.Tensor,
+             prev_rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        return self.module.step(obs, state, prev_actions, prev_rewards)
+
+    def initial_state(self, n: int) -> Any:
+        return self.module.initial_state(n)
 
 
 @dataclass
@@ -114,6 +127,12 @@ class Seat:
     total: float = 0.0  # the agent's episode return
     terminated: bool = False
     early: float = 0.0  # reward before the agent's first action (added to that action)
+    # A recurrent policy's memory of this (game, seat): its (h, c) now, and per step the
+    # state it acted from and the previous action and reward it saw (zero at the first).
+    state: tuple[torch.Tensor, torch.Tensor] | None = None
+    states_in: list[np.ndarray] = field(default_factory=list)
+    prev_actions: list[np.ndarray] = field(default_factory=list)
+    prev_rewards: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         discrete = isinstance(self.action_space, gym.spaces.Discrete)
@@ -127,9 +146,18 @@ class Seat:
         else:
             self.early += reward
 
-    def to_arrays(self, gamma: float, lambda_: float) -> dict[str, np.ndarray]:
+    def previous(self) -> tuple[np.ndarray, float]:
+        """The action and reward before the seat's next step (zeros before its first)."""
+        if self.actions:
+            return self.actions[-1], self.rewards[-1]
+        return np.zeros(self.action_space.shape, self.action_space.dtype), 0.0
+
+    def to_arrays(self, gamma: float, lambda_: float, max_seq_len: int = 20
+                  ) -> dict[str, np.ndarray]:
         """The seat's samples with GAE over its own steps. A truncated seat bootstraps
-        from its last value: its next observation never came (the episode stopped)."""
+        from its last value: its next observation never came (the episode stopped).
+        A recurrent seat's steps are one sequence per ``max_seq_len`` steps, each with
+        the state it started from (core/sequences.py's layout)."""
         rewards = np.asarray(self.rewards, np.float32)[:, None]
         rewards[0] += self.early
         values = np.asarray(self.values, np.float32)
@@ -146,6 +174,11 @@ class Seat:
                "value_targets": targets[:, 0]}
         if self.masks:
             out["action_mask"] = np.stack(self.masks)
+        if self.states_in:
+            starts = np.arange(steps) % max_seq_len == 0
+            out.update(seq_starts=starts, state_in=np.stack(self.states_in)[starts],
+                       prev_actions=np.stack(self.prev_actions),
+                       prev_rewards=np.asarray(self.prev_rewards, np.float32))
         return out
 
 
@@ -169,10 +202,12 @@ class MatchBatch:
 
 
 class MatchLoop:
-    """Steps ``envs`` (multi-agent) with the policies ``choose`` seats at each reset."""
+    """Steps ``envs`` (multi-agent) with the policies ``choose`` seats at each reset.
+    ``max_seq_len``: the training sequences of recurrent learners (ModelConfig's)."""
 
-    def __init__(self, envs: list[Any], choose: Callable[[int], dict[str, str]], seed: int):
-        self.envs, self.choose = envs, choose
+    def __init__(self, envs: list[Any], choose: Callable[[int], dict[str, str]], seed: int,
+                 max_seq_len: int = 20):
+        self.envs, self.choose, self.max_seq_len = envs, choose, max_seq_len
         self.obs: list[dict[str, Any]] = [{} for _ in envs]
         self.seats: list[dict[str, Seat]] = [{} for _ in envs]
         self.lengths = [0] * len(envs)
@@ -228,7 +263,7 @@ class MatchLoop:
                 for seat in seats.values():
                     if seat.policy_id in learning and seat.rewards:
                         parts.setdefault(seat.policy_id, []).append(
-                            seat.to_arrays(gamma, lambda_))
+                            seat.to_arrays(gamma, lambda_, self.max_seq_len))
                         samples[seat.policy_id] += len(seat.rewards)
             env_steps += len(self.envs)
         return MatchBatch({pid: _rollout(p) for pid, p in parts.items()}, results, env_steps)
@@ -278,11 +313,35 @@ class MatchLoop:
         with torch.no_grad():
             x = torch.as_tensor(_batch(obs))
             # A ScriptedPolicy picks legal moves itself, so it sees the mask.
-            dist_inputs, values = (pi(x, mask, value=value) if getattr(pi, "needs_mask", False)
-                                   else pi(x, value=value))
+            if getattr(pi, "recurrent", False):
+                dist_inputs, values = self._step_recurrent(pi, where, x)
+            elif getattr(pi, "needs_mask", False):
+                dist_inputs, values = pi(x, mask, value=value)
+            else:
+                dist_inputs, values = pi(x, value=value)
         dist = self.seats[where[0][0]][where[0][1]].dist
         return _Forward(where, obs, masks, mask_logits(dist_inputs, mask), values, dist,
                         greedy)
+
+    def _step_recurrent(self, pi: ActingPolicy, where: list[tuple[int, str]], x: torch.Tensor
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A recurrent policy's step for its seats: each (game, seat) has its own state,
+        zero at its first step; records what a training sequence replays from."""
+        seats = [self.seats[i][agent] for i, agent in where]
+        zero = pi.initial_state(1)
+        h = torch.cat([(s.state or zero)[0].view(1, -1) for s in seats])
+        c = torch.cat([(s.state or zero)[1].view(1, -1) for s in seats])
+        prev = [s.previous() for s in seats]
+        prev_a = torch.as_tensor(_batch([a for a, _ in prev]))
+        prev_r = torch.as_tensor([r for _, r in prev], dtype=torch.float32)
+        dist_inputs, values, (h2, c2) = pi.step(x, (h, c), prev_a, prev_r)
+        state_in = torch.stack([h, c], dim=1).numpy()
+        for j, seat in enumerate(seats):
+            seat.state = (h2[j], c2[j])
+            seat.states_in.append(state_in[j])
+            seat.prev_actions.append(prev[j][0])
+            seat.prev_rewards.append(prev[j][1])
+        return dist_inputs, values
 
     def _sample(self, forwards: list[_Forward], generator: torch.Generator | None,
                 actions: list[dict[str, Any]]) -> None:
@@ -334,11 +393,8 @@ class _Forward:
 
 
 def _rollout(parts: list[dict[str, np.ndarray]]) -> Rollout:
-    """One policy's seats as a Rollout (episode stats are the seats' returns)."""
+    """One policy's seats as a Rollout (episode stats are the seats' returns); the
+    seats' arrays are named as Rollout's fields."""
     cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    return Rollout(obs=cat["obs"], actions=cat["actions"], logp=cat["logp"],
-                   dist_inputs=cat["dist_inputs"], values=cat["values"],
-                   advantages=cat["advantages"], value_targets=cat["value_targets"],
-                   episode_returns=np.zeros(0, np.float32),
-                   episode_lengths=np.zeros(0, np.int64), env_steps=0, weights_version=-1,
-                   action_mask=cat.get("action_mask"))
+    return Rollout(**cat, episode_returns=np.zeros(0, np.float32),
+                   episode_lengths=np.zeros(0, np.int64), env_steps=0, weights_version=-1)

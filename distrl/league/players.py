@@ -26,7 +26,7 @@ from distrl.league.matches import (
     RandomPolicy,
 )
 from distrl.league.trainer import PolicyTrainer
-from distrl.models.actor_critic import ActorCritic
+from distrl.models.recurrent import actor_critic
 
 
 class Players(Protocol):
@@ -94,7 +94,7 @@ class LocalPlayers:
         self.policies: dict[str, Any] = {RANDOM: RandomPolicy(int(act_space.n))}
         self.policies.update({pid: LocalPolicy(t.model) for pid, t in self.trainers.items()})
         envs = [make_multiagent_env(run.env, run.env_config) for _ in range(cfg.num_envs)]
-        self.games = MatchLoop(envs, choose, run.seed)
+        self.games = MatchLoop(envs, choose, run.seed, cfg.model.max_seq_len)
         self.env_name = env_name(run.env)
         self.pending: dict[str, Rollout] = {}
 
@@ -142,7 +142,7 @@ class LocalPlayers:
             if pid in self.trainers:
                 self.trainers[pid].set_state({**saved["trainers"][pid], "model": weights})
             else:  # a frozen snapshot
-                module = ActorCritic(*self.spaces, self.cfg.model)
+                module = actor_critic(*self.spaces, self.cfg.model)
                 module.load_state_dict(weights)
                 self.policies[pid] = LocalPolicy(module.requires_grad_(False))
 

@@ -31,7 +31,7 @@ class MatchRunner:
 
     def __init__(self, game: Any, env_config: dict[str, Any], num_envs: int, seed: int,
                  head: Any, mappings: list[dict[str, str]], gamma: float, lambda_: float,
-                 max_cached_policies: int = 64):
+                 max_cached_policies: int = 64, max_seq_len: int = 20):
         self.gamma, self.lambda_, self.max_cached = gamma, lambda_, max_cached_policies
         self.reader = PolicyReader(head, max_cached_policies)
         self.rng = np.random.default_rng(seed)
@@ -40,7 +40,7 @@ class MatchRunner:
         envs = [make_multiagent_env(game, env_config) for _ in range(num_envs)]
         space = envs[0].action_space(envs[0].possible_agents[0])
         self.random = RandomPolicy(int(space.n)) if hasattr(space, "n") else None
-        self.loop = MatchLoop(envs, self._choose, seed)
+        self.loop = MatchLoop(envs, self._choose, seed, max_seq_len)
 
     def _choose(self, env_index: int) -> dict[str, str]:
         """The next mapping the league drew; once they run out, one of them again at
@@ -127,7 +127,8 @@ class RayPlayers:
             return dict(game=run.env, env_config=run.env_config, num_envs=cfg.num_envs,
                         seed=seed_for(run.seed, index, restart), head=self.learners.head,
                         mappings=self._draw(cfg.num_envs, self.ids), gamma=cfg.gamma,
-                        lambda_=cfg.gae_lambda, max_cached_policies=cfg.max_cached_policies)
+                        lambda_=cfg.gae_lambda, max_cached_policies=cfg.max_cached_policies,
+                        max_seq_len=cfg.model.max_seq_len)
 
         return Supervisor("match_runners", MatchRunner, kwargs, cfg.num_env_runners,
                           max_restarts=run.max_restarts, call_timeout_s=run.actor_timeout_s,

@@ -25,8 +25,8 @@ from distrl.league.matches import (
     RandomPolicy,
     ScriptedPolicy,
 )
-from distrl.models.actor_critic import ActorCritic
 from distrl.models.distributions import mask_logits
+from distrl.models.recurrent import actor_critic
 
 
 def outcome(result: MatchResult, a: str, b: str) -> float:
@@ -116,7 +116,7 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: st
             continue
         if pid not in weights:
             raise ValueError(f"no policy {pid!r} in this league; it has {sorted(weights)}.")
-        module = ActorCritic(obs_space, act_space, config.model)
+        module = actor_critic(obs_space, act_space, config.model)
         module.load_state_dict(weights[pid])
         policies[pid] = LocalPolicy(module.requires_grad_(False))
     greedy = set() if stochastic else {policy, opponent} - {RANDOM}
@@ -125,7 +125,9 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: st
     out = {"policy": policy, "opponent": opponent, "games": games,
            "win_rate": rates[0], "draw_rate": rates[1], "loss_rate": rates[2]}
     if str(run["env"]).startswith("openspiel:"):
-        out["nash_conv"] = policy_nash_conv(run["env"], run["env_config"], policies[policy])
+        nash_conv = policy_nash_conv(run["env"], run["env_config"], policies[policy])
+        if nash_conv is not None:
+            out["nash_conv"] = nash_conv
     return out
 
 
@@ -153,8 +155,12 @@ def _takes_two_arguments(fn: Any) -> bool:
     return True
 
 
-def policy_nash_conv(game: str, env_config: dict[str, Any], policy: Any) -> float:
-    """OpenSpiel's exact NashConv of the policy (its action probabilities)."""
+def policy_nash_conv(game: str, env_config: dict[str, Any], policy: Any) -> float | None:
+    """OpenSpiel's exact NashConv of the policy (its action probabilities); None for a
+    recurrent policy, whose probabilities depend on the seat's history, which OpenSpiel's
+    tabular policies (one observation per info state) do not replay."""
+    if getattr(policy, "recurrent", False):
+        return None
     env = make_multiagent_env(game, env_config)
 
     def probs(obs: np.ndarray, mask: np.ndarray) -> np.ndarray:

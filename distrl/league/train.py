@@ -186,9 +186,10 @@ class LeagueRun:
                 rates = win_draw_loss(results, pid, opponent)
                 out[f"league/win_rate/{pid}_vs_{opponent}"] = rates[0]
                 out[f"league/draw_rate/{pid}_vs_{opponent}"] = rates[1]
-            if str(run.env).startswith("openspiel:"):
-                out[f"league/nash_conv/{pid}"] = policy_nash_conv(run.env, run.env_config,
-                                                            policies[pid])
+            nash_conv = (policy_nash_conv(run.env, run.env_config, policies[pid])
+                         if str(run.env).startswith("openspiel:") else None)
+            if nash_conv is not None:
+                out[f"league/nash_conv/{pid}"] = nash_conv
         out.update({f"league/elo/{p}": r for p, r in self.league.elo.ratings.items()})
         return out
 

@@ -12,10 +12,11 @@ import torch
 
 from distrl.core.learner import Learner
 from distrl.core.sampling import seed_for
+from distrl.core.sequences import unroll_rows
 from distrl.core.types import PPOBatch, Rollout
 from distrl.league.config import Magnet
-from distrl.models.actor_critic import ActorCritic
 from distrl.models.distributions import mask_logits
+from distrl.models.recurrent import actor_critic
 from distrl.ppo.config import PPOHyperparams
 from distrl.ppo.loss import ppo_update, update_kl_coeff
 
@@ -41,7 +42,7 @@ class PolicyTrainer:
         so a resumed or restarted trainer resets to the weights an uninterrupted one would."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed_for(self.seed, self.resets))
-            model = ActorCritic(self.obs_space, self.act_space, self.cfg.model)
+            model = actor_critic(self.obs_space, self.act_space, self.cfg.model)
         self.resets += 1
         self.model = model.to(self.device)
         self.learner = Learner(self.model, self.cfg.lr_at(self.env_steps), self.cfg.grad_clip)
@@ -72,7 +73,12 @@ class PolicyTrainer:
             self.magnet.load_state_dict(self.model.state_dict())
             self.magnet_at = self.env_steps
         with torch.no_grad():
-            return mask_logits(self.magnet(batch.obs, value=False)[0], batch.action_mask)
+            if batch.sequences is None:
+                logits = self.magnet(batch.obs, value=False)[0]
+            else:  # a recurrent magnet replays the batch's sequences (rows come reordered)
+                out, _, rows = unroll_rows(self.magnet, batch)
+                logits = torch.empty_like(out).index_copy_(0, rows, out)
+            return mask_logits(logits, batch.action_mask)
 
     def get_state(self) -> dict[str, Any]:
         magnet = None if self.magnet is None else self.magnet.state_dict()

@@ -11,15 +11,14 @@ from typing import Any
 import gymnasium as gym
 from torch import nn
 
-from distrl.models.actor_critic import ActorCritic
 from distrl.models.q_network import QNetwork
-from distrl.models.recurrent import RecurrentActorCritic
+from distrl.models.recurrent import RecurrentActorCritic, actor_critic
 
 Builder = Callable[[gym.Space, gym.Space, Any], nn.Module]
 
 
 _BUILDERS: dict[str, Builder] = {
-    "actor_critic": ActorCritic,
+    "actor_critic": actor_critic,  # recurrent when the ModelConfig says use_lstm
     "recurrent_actor_critic": RecurrentActorCritic,
     "q_network": functools.partial(QNetwork, dueling=False),
     "dueling_q_network": functools.partial(QNetwork, dueling=True),

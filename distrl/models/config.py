@@ -41,8 +41,9 @@ class ModelConfig:
 
     use_lstm: bool = False
     """An LSTM core between the encoder (conv stack and hiddens) and the heads, for
-    partially observed tasks (RLlib's use_lstm): PPO and DD-PPO. Without vf_share_layers
-    the value function has its own hiddens and LSTM. The league and Ape-X refuse it."""
+    partially observed tasks (RLlib's use_lstm): PPO, DD-PPO and league learners (a
+    state per game and seat). Without vf_share_layers the value function has its own
+    hiddens and LSTM. Ape-X refuses it."""
     lstm_cell_size: int = 256
     """Hidden and cell size of the LSTM."""
     lstm_use_prev_action: bool = False

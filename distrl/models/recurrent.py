@@ -24,9 +24,10 @@ from torch.nn import functional as F
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.config import ModelConfig
 from distrl.models.distributions import DiagGaussian
-from distrl.models.encoders import linear_layers, mlp
+from distrl.models.encoders import cached_params, linear_layers, lookup_params, mlp, named_layers
 
 State = tuple[torch.Tensor, torch.Tensor]  # (h, c), each [N, state_size]
+Params = dict[str, torch.Tensor] | None
 
 
 class RecurrentActorCritic(ActorCritic):
@@ -61,6 +62,12 @@ class RecurrentActorCritic(ActorCritic):
             nn.init.constant_(self.pi[-1].bias[self.act_dim:], cfg.log_std_init)
         self._cache_params()
 
+    def _cache_params(self) -> None:
+        super()._cache_params()
+        if hasattr(self, "vf_trunk"):  # ActorCritic.__init__ calls this before they exist
+            self._trunks, self._trunk_keys = cached_params([
+                named_layers("pi_trunk", self.pi_trunk), named_layers("vf_trunk", self.vf_trunk)])
+
     def forward(self, obs: torch.Tensor, params: Any = None, value: bool = True) -> Any:
         raise TypeError("a recurrent policy acts with a state: use step() or unroll() "
                         "(LSTMActor carries the state per env).")
@@ -71,11 +78,11 @@ class RecurrentActorCritic(ActorCritic):
                 torch.zeros(n, self.state_size, device=device))
 
     def _core_inputs(self, obs: torch.Tensor, prev_actions: torch.Tensor,
-                     prev_rewards: torch.Tensor) -> list[torch.Tensor]:
+                     prev_rewards: torch.Tensor, params: Params) -> list[torch.Tensor]:
         """Each LSTM's input for ``obs [..., *obs_shape]``: its trunk's features with the
         previous action and reward."""
         lead = prev_rewards.shape
-        x = self.features(obs.reshape(-1, *obs.shape[len(lead):]))
+        x = self.features(obs.reshape(-1, *obs.shape[len(lead):]), params)
         extras = []
         if self.use_prev_action:
             a = prev_actions
@@ -83,35 +90,41 @@ class RecurrentActorCritic(ActorCritic):
                           else a.to(x.dtype))
         if self.use_prev_reward:
             extras.append(prev_rewards.to(x.dtype)[..., None])
-        trunks = [self.pi_trunk] if self.vf_lstm is None else [self.pi_trunk, self.vf_trunk]
-        inputs = []
-        for trunk in trunks:
-            act = self.activation if trunk is self.pi_trunk else self.vf_activation
-            h = mlp([(m.weight, m.bias) for m in trunk], x, True, act)
-            inputs.append(torch.cat([h.reshape(*lead, -1), *extras], dim=-1))
-        return inputs
+        pi, vf = self._trunks if params is None else lookup_params(self._trunk_keys, params)
+        trunks = [(pi, self.activation)]
+        if self.vf_lstm is not None:
+            trunks.append((vf, self.vf_activation))
+        return [torch.cat([mlp(layers, x, True, act).reshape(*lead, -1), *extras], dim=-1)
+                for layers, act in trunks]
 
-    def _run(self, inputs: list[torch.Tensor], state: State
+    def _run(self, inputs: list[torch.Tensor], state: State, params: Params
              ) -> tuple[torch.Tensor, torch.Tensor, State]:
         """The LSTMs over ``[L, S, F]`` inputs from ``state``: (distribution inputs,
         values, final state)."""
         outs, hs, cs = [], [], []
-        lstms = [self.lstm] if self.vf_lstm is None else [self.lstm, self.vf_lstm]
-        for i, (lstm, x) in enumerate(zip(lstms, inputs, strict=True)):
+        lstms = [(n, m) for n, m in (("lstm", self.lstm), ("vf_lstm", self.vf_lstm))
+                 if m is not None]
+        for i, ((name, lstm), x) in enumerate(zip(lstms, inputs, strict=True)):
             part = slice(i * self.cell, (i + 1) * self.cell)
-            out, (h, c) = lstm(x, (state[0][None, :, part].contiguous(),
-                                   state[1][None, :, part].contiguous()))
+            hx = (state[0][None, :, part].contiguous(), state[1][None, :, part].contiguous())
+            if params is None:
+                out, (h, c) = lstm(x, hx)
+            else:  # weights from elsewhere (a policy store's read-only views)
+                out, (h, c) = _lstm_steps(x, hx, [params[f"{name}.{k}"] for k in LSTM_KEYS])
             outs.append(out)
             hs.append(h[0])
             cs.append(c[0])
-        dist_inputs, values = self.heads(outs[0], vf_h=outs[-1])
+        dist_inputs, values = self.heads(outs[0], params, vf_h=outs[-1])
         return dist_inputs, values, (torch.cat(hs, dim=-1), torch.cat(cs, dim=-1))
 
     def step(self, obs: torch.Tensor, state: State, prev_actions: torch.Tensor,
-             prev_rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, State]:
-        """One time step of N envs: (distribution inputs [N, D], values [N], new state)."""
-        inputs = [x[None] for x in self._core_inputs(obs, prev_actions, prev_rewards)]
-        dist_inputs, values, state = self._run(inputs, state)
+             prev_rewards: torch.Tensor, params: Params = None
+             ) -> tuple[torch.Tensor, torch.Tensor, State]:
+        """One time step of N envs: (distribution inputs [N, D], values [N], new state).
+        ``params`` (state_dict names -> tensors) replaces the module's own weights, as in
+        ActorCritic.forward."""
+        inputs = [x[None] for x in self._core_inputs(obs, prev_actions, prev_rewards, params)]
+        dist_inputs, values, state = self._run(inputs, state, params)
         return dist_inputs[0], values[0], state
 
     def unroll(self, obs: torch.Tensor, state: State, prev_actions: torch.Tensor,
@@ -119,8 +132,8 @@ class RecurrentActorCritic(ActorCritic):
         """Sequences ``[L, S, ...]`` from initial states ``[S, state_size]``: (distribution
         inputs [L, S, D], values [L, S]). Padding after a sequence's end cannot reach its
         steps (it comes later in time); the caller drops the padded rows."""
-        dist_inputs, values, _ = self._run(self._core_inputs(obs, prev_actions, prev_rewards),
-                                           state)
+        inputs = self._core_inputs(obs, prev_actions, prev_rewards, None)
+        dist_inputs, values, _ = self._run(inputs, state, None)
         return dist_inputs, values
 
 
@@ -167,6 +180,25 @@ class LSTMActor:
         device = self.state[0].device
         both = torch.as_tensor(state, device=device)
         self.state = (both[:, 0].contiguous(), both[:, 1].contiguous())
+
+
+LSTM_KEYS = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
+
+
+def _lstm_steps(x: torch.Tensor, hx: State, weights: list[torch.Tensor]
+                ) -> tuple[torch.Tensor, State]:
+    """nn.LSTM's recurrence (gates i, f, g, o) over ``x [L, N, F]`` with weights passed in.
+    nn.LSTM's kernel reads its weights' data pointers, which a policy store's views
+    refuse (policy_cache.frozen_tensor); F.linear reads them as any op does."""
+    w_ih, w_hh, b_ih, b_hh = weights
+    h, c = hx[0][0], hx[1][0]
+    outs = []
+    for x_t in x:
+        i, f, g, o = (F.linear(x_t, w_ih, b_ih) + F.linear(h, w_hh, b_hh)).chunk(4, dim=-1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        outs.append(h)
+    return torch.stack(outs), (h[None], c[None])
 
 
 def _masked(x: np.ndarray, first: torch.Tensor, device: torch.device) -> torch.Tensor:

@@ -130,6 +130,18 @@ class CachedPolicy:
         ``kwargs`` go to the skeleton (actor_critic's ``value``)."""
         return self.skeleton(obs, self.params, **kwargs)
 
+    @property
+    def recurrent(self) -> bool:
+        return getattr(self.skeleton, "recurrent", False)
+
+    def step(self, obs: torch.Tensor, state: Any, prev_actions: torch.Tensor,
+             prev_rewards: torch.Tensor) -> Any:
+        """A recurrent skeleton's step with these weights (models.recurrent)."""
+        return self.skeleton.step(obs, state, prev_actions, prev_rewards, self.params)
+
+    def initial_state(self, n: int) -> Any:
+        return self.skeleton.initial_state(n)
+
 
 class PolicyCache:
     """Views of the policies a runner uses, newest version only, LRU-bounded."""

@@ -121,6 +121,37 @@ def test_ray_league_trains_snapshots_and_resumes(ray_local, tmp_path):
     assert np.isfinite(first["league/elo/main_0"])
 
 
+def test_ray_league_trains_lstm_learners_through_the_store(ray_local, tmp_path):
+    """Recurrent learners on Ray: runners act through the store's views with a state per
+    game and seat, learners train on sequences and publish; the main agent's LSTM moved
+    (exploiters may just have been reset)."""
+    from dataclasses import replace
+
+    from distrl import ModelConfig
+    from distrl.league.players import learner_seed
+    from distrl.league.trainer import PolicyTrainer
+
+    config = replace(CONFIG, model=ModelConfig(hiddens=(32,), use_lstm=True, lstm_cell_size=16,
+                                               max_seq_len=4))
+    run = RunConfig(env=GAME, logdir=str(tmp_path), progress=False, max_env_steps=1_500)
+    result = train_league(config, run)
+    assert result["iteration"] >= 2 and "league/win_rate/main_0_vs_random" in result
+    ckpt = Checkpoint(result["checkpoint"])
+    weights = ckpt.tensors("learner", "state.pt")["weights"]
+    init = PolicyTrainer(*make_spaces(), config, seed=learner_seed(run.seed, "main_0")
+                         ).model.state_dict()
+    assert {k for k in init if k.startswith("lstm.")} <= set(weights["main_0"])
+    assert any(not torch.equal(weights["main_0"][k], init[k]) for k in init
+               if k.startswith("lstm.")), "the main agent's LSTM never trained"
+
+
+def make_spaces():
+    from distrl.league.games import make_multiagent_env, policy_obs_space
+
+    env = make_multiagent_env(GAME)
+    return policy_obs_space(env.observation_space("player_0")), env.action_space("player_0")
+
+
 def test_a_learner_that_cannot_start_is_an_error_within_its_timeout(ray_local):
     """Both CPUs held elsewhere: add_policy waited forever for its learner."""
     from distrl.league.games import make_multiagent_env, policy_obs_space

@@ -280,15 +280,20 @@ def test_league_evaluation_refuses_what_it_cannot_do(tmp_path):
     assert scripted_policy("tests.fakes:first_legal_move").name == "tests.fakes:first_legal_move"
 
 
-def test_a_league_resumes_exactly_games_in_progress_included(tmp_path):
+@pytest.mark.parametrize("lstm", [False, True], ids=["feedforward", "lstm"])
+def test_a_league_resumes_exactly_games_in_progress_included(tmp_path, lstm):
     """N iterations = N/2 + stop + resume + N/2, in process: the same weights of every
     policy, the same league and the same metrics (win rates and Elo included). Connect
-    four's games outlive an iteration, so this fails when their state is not saved."""
+    four's games outlive an iteration, so this fails when their state is not saved
+    (with an LSTM, each seat's memory too)."""
     import json
 
+    from distrl import ModelConfig
+
+    model = ModelConfig(use_lstm=lstm, lstm_cell_size=16, max_seq_len=4)
     config = LeagueConfig(rules=LeagueRules(snapshot_steps=120), train_batch_size=128,
                           minibatch_size=64, num_epochs=1, num_envs=4,
-                          league_eval_interval=2, league_eval_games=4)
+                          league_eval_interval=2, league_eval_games=4, model=model)
     straight = train_league(config, run(tmp_path / "a", max_env_steps=3_200))
     train_league(config, run(tmp_path / "b", max_env_steps=1_600))
     resumed = train_league(config, run(tmp_path / "b", max_env_steps=3_200,

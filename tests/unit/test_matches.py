@@ -146,3 +146,40 @@ def test_every_learning_policy_reaches_its_own_batch():
     batch = loop.collect(policies.__getitem__, {"main", "exploiter"}, 200, 0.99, 0.95)
     sizes = {pid: r.size for pid, r in batch.rollouts.items()}
     assert sizes["exploiter"] >= 200 and sizes["main"] >= 200, sizes
+
+
+def test_a_recurrent_policy_keeps_a_state_per_game_and_seat_that_training_replays():
+    """Self-play with an LSTM: both seats of a game are one policy, each with its own
+    memory. Unrolling the learner's sequences from their stored states gives the very
+    logits and values it acted with (fails if seats shared a state, if a state crossed
+    an episode, or if the store's weights acted differently from the module's)."""
+    from distrl.core.sequences import unroll_rows
+    from distrl.core.types import PPOBatch
+    from distrl.models.distributions import mask_logits
+    from distrl.models.recurrent import RecurrentActorCritic
+    from distrl.store.policy_cache import PolicyCache, PolicySpec, flatten_policy
+
+    env = envs(1)[0]
+    spaces = (policy_obs_space(env.observation_space("player_0")), env.action_space("player_0"))
+    cfg = ModelConfig(hiddens=(32,), use_lstm=True, lstm_cell_size=8, lstm_use_prev_action=True,
+                      lstm_use_prev_reward=True)
+    torch.manual_seed(0)
+    module = RecurrentActorCritic(*spaces, cfg).requires_grad_(False)
+    spec = PolicySpec(*spaces, cfg)
+    # The learner acts from its module; its frozen twin from a policy store's views.
+    policies = {"A": LocalPolicy(module),
+                "B": PolicyCache().put("B", 1, spec, flatten_policy(module))}
+    loop = MatchLoop(envs(3), lambda i: {"player_0": "A", "player_1": "AB"[i % 2]}, seed=0,
+                     max_seq_len=3)
+    batch = loop.collect(policies.__getitem__, {"A", "B"}, 60, 0.99, 0.95)
+    for pid in "AB":
+        rollout = batch.rollouts[pid]
+        assert rollout.seq_starts.sum() > rollout.size / 3  # episodes are cut every 3 moves
+        b = PPOBatch.from_rollout(rollout)
+        with torch.no_grad():
+            dist_inputs, values, rows = unroll_rows(module, b)
+        torch.testing.assert_close(mask_logits(dist_inputs, b.action_mask[rows]),
+                                   b.dist_inputs[rows], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(values, b.values[rows], rtol=1e-5, atol=1e-5)
+        zero = (b.sequences.state_in.abs().sum(dim=(1, 2)) == 0).sum()
+        assert 0 < zero < len(b.sequences.state_in)  # zero at a seat's first move only

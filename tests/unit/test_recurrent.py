@@ -108,15 +108,13 @@ def test_padding_reaches_no_loss_term():
         torch.testing.assert_close(values_again, values)
 
 
-def test_a_recurrent_policy_refuses_a_stateless_call_and_other_algorithms_refuse_it():
+def test_a_recurrent_policy_refuses_a_stateless_call_and_ape_x_refuses_it():
     model = RecurrentActorCritic(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2), MODEL)
     with pytest.raises(TypeError, match="state"):
         model(torch.zeros(1, 2))
-    from distrl import ApexConfig, LeagueConfig
+    from distrl import ApexConfig
 
     with pytest.raises(ValueError, match="R2D2"):
         ApexConfig(model=MODEL)
-    with pytest.raises(ValueError, match="league"):
-        LeagueConfig(model=MODEL)
     with pytest.raises(ValueError, match="max_seq_len"):
         ModelConfig(use_lstm=True, max_seq_len=0)

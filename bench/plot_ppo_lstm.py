@@ -1,0 +1,41 @@
+"""Plot mean-100 return vs wall time for every trial of bench/ppo_lstm.py.
+
+    python bench/plot_ppo_lstm.py [curves.json] [out.png]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from _plot import curves, save
+
+HERE = Path(__file__).parent
+STYLE = {"distrl": ("tab:blue", "distrl LSTM PPO"),
+         "distrl_feedforward": ("tab:gray", "distrl feed-forward PPO"),
+         "sb3": ("tab:red", "SB3-contrib RecurrentPPO (rl-zoo)")}
+
+
+def main() -> None:
+    src = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "out" / "ppo_lstm_curves.json"
+    dst = Path(sys.argv[2]) if len(sys.argv) > 2 else HERE.parent / "docs" / "img" / "ppo_lstm.png"
+    trials = json.loads(src.read_text())
+    seeds = sorted({t["seed"] for t in trials})
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    curves(ax, trials, STYLE)
+    ax.axhline(475, color="gray", ls="--", lw=0.8)
+    ax.set_xlabel("wall-clock seconds since the start of training")
+    ax.set_ylabel("mean return, last 100 episodes")
+    ax.set_title(f"Stateless CartPole (positions only) to 475, seeds {seeds}, 1 torch thread")
+    ax.legend(loc="lower right")
+    ax.grid(alpha=0.3)
+    save(fig, dst)
+
+
+if __name__ == "__main__":
+    main()
