@@ -12,14 +12,12 @@ last line.
 
 from __future__ import annotations
 
-import argparse
-import json
 import shutil
 import statistics
 import time
 from pathlib import Path
 
-from _trials import run_trials
+from _trials import cli, column, per_seed
 
 OUT = Path(__file__).parent / "out"
 TARGET = 475.0
@@ -98,36 +96,15 @@ def one(system: str, seed: int, cap_s: float) -> dict:
     return {"system": system, "seed": seed, **result}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--cap-s", type=float, default=600.0)
-    ap.add_argument("--one", choices=SYSTEMS)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-    if args.one:
-        print(json.dumps(one(args.one, args.seed, args.cap_s)))
-        return
-    OUT.mkdir(exist_ok=True)
-    trials = run_trials(__file__, SYSTEMS, args.seeds, ["--cap-s", str(args.cap_s)])
-    (OUT / "apex_cartpole_curves.json").write_text(json.dumps(trials))
-    print(json.dumps(summary(trials)))
-
-
 def summary(trials: list[dict]) -> dict:
-    def of(system: str, key: str) -> list:
-        return [t[key] for t in trials if t["system"] == system]
-
-    med = {s: statistics.median(of(s, "train_s")) for s in SYSTEMS}
+    med = {s: statistics.median(column(trials, s, "train_s")) for s in SYSTEMS}
     return {
         "distrl_median_s": med["distrl_apex"], "sb3_median_s": med["sb3_dqn"],
         "ratio": med["distrl_apex"] / med["sb3_dqn"],
         "all_reached": all(t["reached"] for t in trials),
-        "per_seed": {s: {"seed": of(s, "seed"), "train_s": of(s, "train_s"),
-                         "env_steps": of(s, "env_steps"), "reached": of(s, "reached")}
-                     for s in SYSTEMS},
+        "per_seed": per_seed(trials, SYSTEMS),
     }
 
 
 if __name__ == "__main__":
-    main()
+    cli(__file__, SYSTEMS, "apex_cartpole_curves.json", one, summary, cap_s=600.0)

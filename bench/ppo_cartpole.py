@@ -11,14 +11,12 @@ as the last line; curves for bench/plot_ppo_cartpole.py go to bench/out/.
 
 from __future__ import annotations
 
-import argparse
-import json
 import shutil
 import statistics
 import time
 from pathlib import Path
 
-from _trials import run_trials
+from _trials import cli, column, per_seed, sb3_stop_at
 
 OUT = Path(__file__).parent / "out"
 TARGET = 475.0
@@ -50,32 +48,15 @@ def run_distrl(seed: int, runners: int, logdir: Path) -> dict:
 
 def run_sb3(seed: int) -> dict:
     """rl-zoo3's hyperparameters for CartPole-v1 (hyperparams/ppo.yml)."""
-    import numpy as np
     from stable_baselines3 import PPO
-    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.utils import LinearSchedule
-
-    class StopAt(BaseCallback):
-        curve: list
-
-        def _on_training_start(self) -> None:
-            self.t0, self.curve, self.hit = time.perf_counter(), [], False
-
-        def _on_rollout_end(self) -> None:
-            buf = self.model.ep_info_buffer
-            mean = float(np.mean([e["r"] for e in buf])) if buf else float("nan")
-            self.curve.append((time.perf_counter() - self.t0, mean))
-            self.hit = self.hit or mean >= TARGET
-
-        def _on_step(self) -> bool:
-            return not self.hit
 
     env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
     model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
                 n_epochs=20, ent_coef=0.0, learning_rate=LinearSchedule(1e-3, 0.0, 1.0),
                 clip_range=LinearSchedule(0.2, 0.0, 1.0), seed=seed, device="cpu")
-    cb = StopAt()
+    cb = sb3_stop_at(TARGET)
     model.learn(total_timesteps=100_000, callback=cb)  # rl-zoo's n_timesteps
     train_s = cb.curve[-1][0]
     return {"reached": cb.hit, "train_s": train_s, "env_steps": model.num_timesteps,
@@ -94,25 +75,9 @@ def one(system: str, seed: int, threads: int) -> dict:
     return {"system": system, "seed": seed, "threads": threads, **result}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--one", choices=SYSTEMS)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-    if args.one:
-        print(json.dumps(one(args.one, args.seed, args.threads)))
-        return
-    OUT.mkdir(exist_ok=True)
-    trials = run_trials(__file__, SYSTEMS, args.seeds, ["--threads", str(args.threads)])
-    (OUT / "ppo_cartpole_curves.json").write_text(json.dumps(trials))
-    print(json.dumps(summary(trials)))
-
-
 def summary(trials: list[dict]) -> dict:
     def of(system: str, key: str) -> list:
-        return [t[key] for t in trials if t["system"] == system]
+        return column(trials, system, key)
 
     med = {s: statistics.median(of(s, "train_s")) for s in SYSTEMS}
     rate = {s: sum(of(s, "env_steps")) / sum(of(s, "train_s")) for s in SYSTEMS}
@@ -124,12 +89,10 @@ def summary(trials: list[dict]) -> dict:
         "sb3_steps_per_s": rate["sb3"],
         "all_reached": all(t["reached"] for t in trials),
         "ray_start_s": of("distrl_ray2", "ray_start_s"),
-        "per_seed": {s: {"seed": of(s, "seed"), "train_s": of(s, "train_s"),
-                         "env_steps": of(s, "env_steps"), "reached": of(s, "reached")}
-                     for s in SYSTEMS},
+        "per_seed": per_seed(trials, SYSTEMS),
         "threads": trials[0]["threads"],
     }
 
 
 if __name__ == "__main__":
-    main()
+    cli(__file__, SYSTEMS, "ppo_cartpole_curves.json", one, summary, threads=1)

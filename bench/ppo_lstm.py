@@ -13,15 +13,12 @@ to bench/out/ppo_lstm_curves.json.
 
 from __future__ import annotations
 
-import argparse
-import json
 import shutil
 import statistics
-import time
 from dataclasses import replace
 from pathlib import Path
 
-from _trials import run_trials
+from _trials import cli, column, per_seed, sb3_stop_at
 
 OUT = Path(__file__).parent / "out"
 TARGET = 475.0
@@ -54,26 +51,10 @@ def run_sb3(seed: int) -> dict:
     import numpy as np
     import torch
     from sb3_contrib import RecurrentPPO
-    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.utils import LinearSchedule
 
     from distrl.core.memory_tasks import StatelessCartPole
-
-    class StopAt(BaseCallback):
-        curve: list
-
-        def _on_training_start(self) -> None:
-            self.t0, self.curve, self.hit = time.perf_counter(), [], False
-
-        def _on_rollout_end(self) -> None:
-            buf = self.model.ep_info_buffer
-            mean = float(np.mean([e["r"] for e in buf])) if buf else float("nan")
-            self.curve.append((time.perf_counter() - self.t0, mean))
-            self.hit = self.hit or (len(buf) == buf.maxlen and mean >= TARGET)
-
-        def _on_step(self) -> bool:
-            return not self.hit
 
     env = make_vec_env(StatelessCartPole, n_envs=8, seed=seed)
     model = RecurrentPPO(
@@ -83,7 +64,7 @@ def run_sb3(seed: int) -> dict:
         policy_kwargs=dict(ortho_init=False, activation_fn=torch.nn.ReLU,
                            lstm_hidden_size=64, enable_critic_lstm=True,
                            net_arch=dict(pi=[64], vf=[64])))
-    cb = StopAt()
+    cb = sb3_stop_at(TARGET, full_window=True)
     model.learn(total_timesteps=BUDGET, callback=cb)
     buf = model.ep_info_buffer
     return {"reached": cb.hit, "train_s": cb.curve[-1][0], "env_steps": model.num_timesteps,
@@ -102,40 +83,20 @@ def one(system: str, seed: int, threads: int) -> dict:
     return {"system": system, "seed": seed, "threads": threads, **result}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--one", choices=SYSTEMS)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-    if args.one:
-        print(json.dumps(one(args.one, args.seed, args.threads)))
-        return
-    OUT.mkdir(exist_ok=True)
-    trials = run_trials(__file__, SYSTEMS, args.seeds, ["--threads", str(args.threads)])
-    (OUT / "ppo_lstm_curves.json").write_text(json.dumps(trials))
-    print(json.dumps(summary(trials)))
-
-
 def summary(trials: list[dict]) -> dict:
-    def of(system: str, key: str) -> list:
-        return [t[key] for t in trials if t["system"] == system]
-
     # A run that missed counts at its full time: the median then says so honestly.
-    med = {s: statistics.median(of(s, "train_s")) for s in SYSTEMS}
+    med = {s: statistics.median(column(trials, s, "train_s")) for s in SYSTEMS}
     return {
         "distrl_median_s": med["distrl"], "sb3_median_s": med["sb3"],
         "ratio": med["distrl"] / med["sb3"],
-        "distrl_reached": of("distrl", "reached"), "sb3_reached": of("sb3", "reached"),
-        "feedforward_reached": any(of("distrl_feedforward", "reached")),
-        "feedforward_final_return": of("distrl_feedforward", "final_return"),
-        "per_seed": {s: {"seed": of(s, "seed"), "train_s": of(s, "train_s"),
-                         "env_steps": of(s, "env_steps"), "reached": of(s, "reached")}
-                     for s in SYSTEMS},
+        "distrl_reached": column(trials, "distrl", "reached"),
+        "sb3_reached": column(trials, "sb3", "reached"),
+        "feedforward_reached": any(column(trials, "distrl_feedforward", "reached")),
+        "feedforward_final_return": column(trials, "distrl_feedforward", "final_return"),
+        "per_seed": per_seed(trials, SYSTEMS),
         "budget_env_steps": BUDGET, "threads": trials[0]["threads"],
     }
 
 
 if __name__ == "__main__":
-    main()
+    cli(__file__, SYSTEMS, "ppo_lstm_curves.json", one, summary, threads=1)
