@@ -61,6 +61,22 @@ def test_stored_states_and_sequences_replay_what_the_sampler_computed(shared):
     assert sorted(rows.tolist()) == list(range(len(batch)))  # every row once
 
 
+def test_continuous_actions_replay_with_the_previous_action_fed_back():
+    """A Gaussian policy (Pendulum) with the previous action and reward as LSTM inputs:
+    the stored previous actions are the actions of the step before, zero at a start."""
+    runner, rollout = sample("Pendulum-v1", steps=9, num_envs=2)
+    assert rollout.prev_actions.shape == (18, 1)
+    for env in range(2):  # env-major rows: each env's 9 steps in time order
+        rows = slice(9 * env, 9 * env + 9)
+        np.testing.assert_array_equal(rollout.prev_actions[rows][1:], rollout.actions[rows][:-1])
+        assert rollout.prev_actions[rows][0] == 0
+    batch = PPOBatch.from_rollout(rollout)
+    with torch.no_grad():
+        dist_inputs, values, rows = unroll_rows(runner.model, batch)
+    torch.testing.assert_close(dist_inputs, batch.dist_inputs[rows], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(values, batch.values[rows], rtol=1e-5, atol=1e-5)
+
+
 def test_the_state_is_zero_at_every_episode_start_and_carried_otherwise():
     _, rollout = sample(lambda: RepeatFirst(length=4), steps=14)
     starts, states = rollout.seq_starts, rollout.state_in
