@@ -63,8 +63,13 @@ class Eval:
     policy: str | None = None
     """League runs: the policy to judge (default main_0); plays --episodes games."""
     opponent: str = "random"
-    """League runs: "random" (uniform over legal moves), another policy id of the league, or
-    module:callable, a bot ``callable(obs, action_mask) -> action`` importable here."""
+    """League runs: "random" (uniform over legal moves), another policy id of the league,
+    mcts:<simulations> (OpenSpiel's MCTSBot with random rollouts; perfect-information
+    OpenSpiel games and PettingZoo connect four / tic-tac-toe), or module:callable, a bot
+    ``callable(obs, action_mask) -> action`` importable here."""
+    random_opening_moves: int = 0
+    """League runs: the first N moves of every game are uniformly random legal moves, so
+    that greedy players meet different positions (reported: distinct_games)."""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -189,10 +194,12 @@ def _eval_league(cli: Eval) -> None:
     if ignored:
         raise SystemExit(f"distrl: error: {', '.join(ignored)} apply to single-agent runs; a "
                          "league is evaluated by games on its own game (--policy, "
-                         "--opponent, --episodes, --seed, --stochastic).")
+                         "--opponent, --episodes, --seed, --stochastic, "
+                         "--random-opening-moves).")
     try:
         out = evaluate_league(cli.checkpoint, cli.policy or "main_0", cli.opponent,
-                              cli.episodes, cli.seed, cli.stochastic)
+                              cli.episodes, cli.seed, cli.stochastic,
+                              cli.random_opening_moves)
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"distrl: error: {err}") from None
     if cli.json:
@@ -200,6 +207,7 @@ def _eval_league(cli: Eval) -> None:
         return
     print(f"{out['policy']} vs {out['opponent']} over {out['games']} games (both seats): "
           f"win {out['win_rate']:.3f}, draw {out['draw_rate']:.3f}, loss {out['loss_rate']:.3f}"
+          f" ({out['distinct_games']} distinct games)"
           + (f"; NashConv {out['nash_conv']:.4f}" if "nash_conv" in out else ""))
 
 
@@ -209,6 +217,9 @@ def _eval(args: list[str]) -> None:
     cli = tyro.cli(Eval, args=args, prog="distrl eval")
     if cli.policy is not None or cli.opponent != "random" or _is_league(cli.checkpoint):
         return _eval_league(cli)
+    if cli.random_opening_moves:
+        raise SystemExit("distrl: error: --random-opening-moves applies to league runs (games "
+                         "with legal-move masks); single-agent episodes start from --seed.")
     try:
         eps = run_episodes(cli.checkpoint, cli.episodes, cli.seed, cli.env, cli.env_config,
                            cli.stochastic, cli.video, cli.render)

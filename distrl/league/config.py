@@ -56,6 +56,9 @@ class LeagueConfig(PPOHyperparams):
     league_eval_member_games: int = 0
     """Games of each main agent, in the same evaluations, against every other learner
     and its own newest snapshot (metrics league/win_rate/<a>_vs_<b>; 0: none)."""
+    league_eval_random_opening_moves: int = 0
+    """The first N moves of every evaluation game are uniformly random legal moves, so
+    that greedy players meet different positions (metric league/distinct_games/<a>_vs_<b>)."""
     stop_win_rate: float | None = None
     """Stop once every main agent's evaluation win rate reaches this."""
     num_env_runners: int = 0
@@ -83,10 +86,12 @@ class LeagueConfig(PPOHyperparams):
                              "'NoFilter'.")
         check_positive(self, "train_batch_size", "num_envs", "league_eval_games",
                        "max_cached_policies")
-        if min(self.num_env_runners, self.league_eval_member_games) < 0 or min(
+        if min(self.num_env_runners, self.league_eval_member_games,
+               self.league_eval_random_opening_moves) < 0 or min(
                 self.num_cpus_per_learner, self.num_cpus_per_env_runner,
                 self.num_gpus_for_learners) < 0:
-            raise ValueError("num_env_runners, league_eval_member_games and the CPU and GPU "
+            raise ValueError("num_env_runners, league_eval_member_games, "
+                             "league_eval_random_opening_moves and the CPU and GPU "
                              "counts must be >= 0.")
         if self.league_eval_interval < 0:
             raise ValueError(f"`league_eval_interval` ({self.league_eval_interval}) must be >= 0.")

@@ -31,6 +31,12 @@ import numpy as np
 
 GAMES_EXTRA = "pip install 'distrl[games]'"
 PETTINGZOO_FAMILIES = ("classic", "butterfly", "sisl", "mpe", "atari")
+OPENSPIEL_TWINS = {"connect_four": "connect_four", "tictactoe": "tic_tac_toe"}
+"""PettingZoo classic games (name without version) -> the OpenSpiel game with the same
+rules and moves: the same first player and action numbers up to a symmetry of the board
+(tic-tac-toe's squares are column-major in PettingZoo, row-major in OpenSpiel: a
+transpose, under which every line stays a line). tests/unit/test_opponents.py plays
+random games in both and compares masks and outcomes."""
 
 
 def split_obs(obs: Any) -> tuple[np.ndarray, np.ndarray | None]:
@@ -60,6 +66,7 @@ class TurnBased:
         self._raw = getattr(aec, "unwrapped", aec)
         self.possible_agents = list(aec.possible_agents)
         self.metadata = getattr(aec, "metadata", {})
+        self.moves: list[int] = []  # this game's moves, to replay in an OpenSpiel twin
 
     @property
     def agents(self) -> list[str]:
@@ -74,6 +81,7 @@ class TurnBased:
     def reset(self, seed: int | None = None, options: dict | None = None
               ) -> tuple[dict[str, Any], dict[str, dict]]:
         self.aec.reset(seed=seed, options=options)
+        self.moves = []
         rewards: dict[str, float] = {}
         obs = self._next(rewards)  # skips agents already done at the start (rare)
         return obs, {a: {} for a in obs}
@@ -87,6 +95,7 @@ class TurnBased:
                              "whose observation the last step returned.")
         was_in = list(raw.agents)
         self.aec.step(actions[mover])
+        self.moves.append(int(actions[mover]))
         rewards = {a: float(raw.rewards.get(a, 0.0)) for a in was_in}
         # Read before _next steps dead agents out (which deletes their entries).
         terms = {a: bool(raw.terminations.get(a, False)) for a in was_in}
@@ -106,6 +115,21 @@ class TurnBased:
                 rewards[a] = rewards.get(a, 0.0) + float(r)
         return {}
 
+    def openspiel_state(self) -> Any:
+        """This game's position as a state of its OpenSpiel twin (OPENSPIEL_TWINS), for
+        search bots; a ValueError for a game without one."""
+        name = str(self.metadata.get("name", "")).rsplit("_v", 1)[0]
+        if name not in OPENSPIEL_TWINS:
+            raise ValueError(f"PettingZoo game {name or type(self.aec).__name__!r} has no "
+                             f"OpenSpiel twin for search bots (these have: "
+                             f"{', '.join(sorted(OPENSPIEL_TWINS))}); play it against "
+                             "random, a policy or a module:callable bot.")
+        pyspiel = import_extra("pyspiel", "open_spiel")
+        state = pyspiel.load_game(OPENSPIEL_TWINS[name]).new_initial_state()
+        for move in self.moves:
+            state.apply_action(move)
+        return state
+
     def close(self) -> None:
         self.aec.close()
 
@@ -116,7 +140,7 @@ class OpenSpielEnv:
     tensors when the game has none) with legal-action masks."""
 
     def __init__(self, game: Any, **params: Any):
-        pyspiel = _import("pyspiel", "open_spiel")
+        pyspiel = import_extra("pyspiel", "open_spiel")
         if isinstance(game, str) and game not in pyspiel.registered_names():
             close = difflib.get_close_matches(game, pyspiel.registered_names(), n=3)
             hint = f" Did you mean {', '.join(close)}?" if close else ""
@@ -190,6 +214,10 @@ class OpenSpielEnv:
         player = self.state.current_player()
         return {self.possible_agents[player]: observe(self.state, player, self.info_state)}
 
+    def openspiel_state(self) -> Any:
+        """A copy of the game's state (for search bots)."""
+        return self.state.clone()
+
     def close(self) -> None:
         self.state = None
 
@@ -206,7 +234,7 @@ def openspiel_policy(game: Any, probs: Callable[[np.ndarray, np.ndarray], np.nda
     """An open_spiel Policy whose action probabilities come from ``probs(obs, mask)``
     (over all distinct actions), so that open_spiel's exact exploitability (NashConv)
     can judge a distrl policy."""
-    policy_lib = _import("open_spiel.python.policy", "open_spiel")
+    policy_lib = import_extra("open_spiel.python.policy", "open_spiel")
     info_state = game.get_type().provides_information_state_tensor
 
     class _Policy(policy_lib.Policy):
@@ -221,7 +249,7 @@ def openspiel_policy(game: Any, probs: Callable[[np.ndarray, np.ndarray], np.nda
 
 def nash_conv(game: Any, probs: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> float:
     """OpenSpiel's exact NashConv of the joint policy every player plays with ``probs``."""
-    exploitability = _import("open_spiel.python.algorithms.exploitability", "open_spiel")
+    exploitability = import_extra("open_spiel.python.algorithms.exploitability", "open_spiel")
     return float(exploitability.nash_conv(game, openspiel_policy(game, probs)))
 
 
@@ -267,7 +295,7 @@ def wrap(env: Any) -> Any:
 
 
 def _pettingzoo(name: str, cfg: dict) -> Any:
-    _import("pettingzoo", "pettingzoo")
+    import_extra("pettingzoo", "pettingzoo")
     known = []
     for family in PETTINGZOO_FAMILIES:
         try:
@@ -287,7 +315,7 @@ def _pettingzoo(name: str, cfg: dict) -> Any:
     raise ValueError(f"no PettingZoo env named {name!r}.{hint}")
 
 
-def _import(module: str, package: str) -> Any:
+def import_extra(module: str, package: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as err:

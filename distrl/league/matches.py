@@ -74,44 +74,6 @@ class LocalPolicy:
 
 
 @dataclass
-class RandomPolicy:
-    """Uniform over the (legal) actions of a Discrete space; values are 0."""
-
-    n: int
-    version: int = 0
-
-    def __call__(self, obs: torch.Tensor, value: bool = True
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.zeros(obs.shape[0], self.n), torch.zeros(obs.shape[0])
-
-
-@dataclass
-class ScriptedPolicy:
-    """A hand-written player: ``act(obs, action_mask) -> action`` for one observation
-    (``action_mask`` is None in games without masks), e.g. a heuristic bot to evaluate
-    against. It acts as logits that allow only its choice."""
-
-    act: Callable[[np.ndarray, np.ndarray | None], int]
-    name: str = "scripted"
-    version: int = 0
-    needs_mask: bool = True
-
-    def __call__(self, obs: torch.Tensor, mask: torch.Tensor | None = None,
-                 value: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-        n = obs.shape[0]
-        chosen = [int(self.act(obs[k].numpy(), None if mask is None else mask[k].numpy()))
-                  for k in range(n)]
-        width = mask.shape[1] if mask is not None else max(chosen) + 1
-        for k, a in enumerate(chosen):
-            if not 0 <= a < width or (mask is not None and not mask[k, a]):
-                raise ValueError(f"opponent {self.name!r} chose action {a}, which is not "
-                                 "legal here; it must return one whose action_mask entry is 1.")
-        logits = torch.full((n, width), -1e9)
-        logits[torch.arange(n), torch.as_tensor(chosen)] = 0.0
-        return logits, torch.zeros(n)
-
-
-@dataclass
 class Seat:
     """One agent's steps in one episode, played by one policy."""
 
@@ -190,6 +152,7 @@ class MatchResult:
     returns: dict[str, float]  # agent -> episode return
     length: int  # env steps
     env: int  # which of the loop's envs played it
+    history: tuple = ()  # the game's moves and observations (evaluation games only)
 
 
 @dataclass
@@ -312,11 +275,12 @@ class MatchLoop:
         mask = None if masks[0] is None else torch.as_tensor(_batch(masks)).bool()
         with torch.no_grad():
             x = torch.as_tensor(_batch(obs))
-            # A ScriptedPolicy picks legal moves itself, so it sees the mask.
+            # A bot (league.opponents) picks legal moves itself, so it sees the mask, and
+            # a search bot reads the game's state from the env.
             if getattr(pi, "recurrent", False):
                 dist_inputs, values = self._step_recurrent(pi, where, x)
-            elif getattr(pi, "needs_mask", False):
-                dist_inputs, values = pi(x, mask, value=value)
+            elif getattr(pi, "bot", False):
+                dist_inputs, values = pi.act(x, mask, [self.envs[i] for i, _ in where])
             else:
                 dist_inputs, values = pi(x, value=value)
         dist = self.seats[where[0][0]][where[0][1]].dist

@@ -23,8 +23,8 @@ from distrl.league.matches import (
     LocalPolicy,
     MatchLoop,
     MatchResult,
-    RandomPolicy,
 )
+from distrl.league.opponents import RandomPolicy
 from distrl.league.trainer import PolicyTrainer
 from distrl.models.recurrent import actor_critic
 

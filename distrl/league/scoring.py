@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
-import importlib
-import inspect
+import dataclasses
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +16,9 @@ from distrl.core.checkpoint import Checkpoint, space_from_json
 from distrl.core.config import from_json
 from distrl.core.evaluation import MAX_PARALLEL, rounds
 from distrl.league.config import LeagueConfig
-from distrl.league.games import make_multiagent_env, nash_conv
-from distrl.league.matches import (
-    RANDOM,
-    LocalPolicy,
-    MatchLoop,
-    MatchResult,
-    RandomPolicy,
-    ScriptedPolicy,
-)
+from distrl.league.games import make_multiagent_env, nash_conv, split_obs
+from distrl.league.matches import RANDOM, LocalPolicy, MatchLoop, MatchResult
+from distrl.league.opponents import RandomPolicy, make_bot
 from distrl.models.distributions import mask_logits
 from distrl.models.recurrent import actor_critic
 
@@ -37,14 +31,19 @@ def outcome(result: MatchResult, a: str, b: str) -> float:
 
 
 def play_matches(game: Any, env_config: dict[str, Any], policies: Any, greedy: set[str],
-                 pid: str, opponent: str, games: int, seed: int = 0) -> list[MatchResult]:
+                 pid: str, opponent: str, games: int, seed: int = 0,
+                 opening_moves: int = 0) -> list[MatchResult]:
     """``games`` games of ``pid`` against ``opponent``, split evenly over the seats, on
     envs of their own, in the rounds single-agent evaluation plays (core.evaluation.
     rounds: every env's first game of a round counts, so long games weigh as much as
     short ones). Policies in ``greedy`` act greedily; seeds are fixed, so evaluations
-    are comparable."""
+    are comparable. The first ``opening_moves`` moves of every game are uniformly random
+    legal ones (RandomOpening), so that greedy play against a deterministic bot is not
+    the same game again and again; each result's ``history`` tells the games apart."""
     if games <= 0:
         raise ValueError(f"`games` ({games}) must be > 0.")
+    if opening_moves < 0:
+        raise ValueError(f"`opening_moves` ({opening_moves}) must be >= 0.")
     probe = make_multiagent_env(game, env_config)
     agents = list(probe.possible_agents)
     probe.close()
@@ -57,17 +56,75 @@ def play_matches(game: Any, env_config: dict[str, Any], policies: Any, greedy: s
         generator = torch.Generator().manual_seed(seed * 100 + seat)
         for r, size in enumerate(rounds(n)):
             first_seed = 10_000 * (seed + 1) + 1_000 * seat + MAX_PARALLEL * r
-            results += _one_game_per_env(game, env_config, size, mapping, first_seed,
-                                         policies, greedy, generator)
+            envs = [RandomOpening(make_multiagent_env(game, env_config), opening_moves,
+                                  first_seed + k) for k in range(size)]
+            results += _one_game_per_env(envs, mapping, first_seed, policies, greedy,
+                                         generator)
     return results
 
 
-def _one_game_per_env(game: Any, env_config: dict[str, Any], size: int,
-                      mapping: dict[str, str], seed: int, policies: Any, greedy: set[str],
-                      generator: torch.Generator) -> list[MatchResult]:
-    """The first finished game of each of ``size`` fresh envs (envs that finish early
+class RandomOpening:
+    """An evaluation game whose first ``moves`` moves are uniformly random legal moves
+    (not recorded in any seat: no policy chose them), and which keeps each finished
+    game's history: every move and every observation, so games that differ only in a
+    hidden deal count as different games. Everything else is the wrapped env's."""
+
+    def __init__(self, env: Any, moves: int, seed: int):
+        self.env, self.moves = env, moves
+        self.rng = np.random.default_rng(seed)
+        self.history: list[bytes] = []
+        self.finished: list[tuple[bytes, ...]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env, name)
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple:
+        if self.history:
+            self.finished.append(tuple(self.history))
+        for _ in range(100):
+            self.history = []
+            obs, infos = self.env.reset(seed=seed, options=options)
+            self.history.append(_digest(obs))
+            for _ in range(self.moves):
+                if not (obs and self.env.agents):
+                    break
+                obs = self.step({a: self._random_move(o) for a, o in obs.items()})[0]
+            if obs and self.env.agents:
+                return obs, {a: infos.get(a, {}) for a in obs}
+            seed = None  # the opening ended the game: play another from this env's RNG
+        raise ValueError(f"{self.moves} random opening moves end every game; use fewer.")
+
+    def step(self, actions: dict[str, Any]) -> tuple:
+        out = self.env.step(actions)
+        self.history.append(_digest({a: np.asarray(x) for a, x in actions.items()}))
+        self.history.append(_digest(out[0]))
+        return out
+
+    def _random_move(self, obs: Any) -> int:
+        _, mask = split_obs(obs)
+        if mask is None:
+            raise ValueError("random opening moves need action masks (Discrete games with "
+                             "an action_mask); this game has none.")
+        return int(self.rng.choice(np.flatnonzero(mask)))
+
+
+def _digest(parts: dict[str, Any]) -> bytes:
+    """A short fingerprint of a dict of observations or actions."""
+    h = hashlib.blake2b(digest_size=8)
+    for key in sorted(parts):
+        h.update(key.encode())
+        for array in split_obs(parts[key]):
+            if array is not None:
+                h.update(np.ascontiguousarray(array).tobytes())
+    return h.digest()
+
+
+def _one_game_per_env(envs: list[RandomOpening], mapping: dict[str, str], seed: int,
+                      policies: Any, greedy: set[str], generator: torch.Generator
+                      ) -> list[MatchResult]:
+    """The first finished game of each env, with its history (envs that finish early
     play on until the last one has its game; those extra games are not counted)."""
-    envs = [make_multiagent_env(game, env_config) for _ in range(size)]
+    size = len(envs)
     try:
         loop = MatchLoop(envs, lambda i: mapping, seed=seed)
         first: dict[int, MatchResult] = {}
@@ -76,7 +133,10 @@ def _one_game_per_env(game: Any, env_config: dict[str, Any], size: int,
                                  greedy=greedy, min_episodes=1)
             for result in batch.results:
                 first.setdefault(result.env, result)
-        return [first[i] for i in range(size)]
+        # MatchLoop resets an env as its game ends, so the env's first finished history
+        # is its first game's.
+        return [dataclasses.replace(first[i], history=envs[i].finished[0])
+                for i in range(size)]
     finally:
         for env in envs:
             env.close()
@@ -91,12 +151,14 @@ def win_draw_loss(results: list[MatchResult], pid: str, opponent: str) -> np.nda
 
 
 def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: str = RANDOM,
-                    games: int = 200, seed: int = 0, stochastic: bool = False
-                    ) -> dict[str, Any]:
+                    games: int = 200, seed: int = 0, stochastic: bool = False,
+                    opening_moves: int = 0) -> dict[str, Any]:
     """Win, draw and loss rates of a saved league's ``policy`` against ``opponent``
-    (random, another of its policies, or ``module:callable``, a ScriptedPolicy's act
-    function), half of the games in each seat; for OpenSpiel
-    games also the policy's exact NashConv (both seats played by it)."""
+    (random, another of its policies, ``mcts:<simulations>``: OpenSpiel's MCTSBot, or
+    ``module:callable``, a ScriptedPolicy's choose function), half of the games in each
+    seat, the first ``opening_moves`` moves of each random; how many of the games were
+    distinct; for OpenSpiel games also the policy's exact NashConv (both seats played
+    by it)."""
     ckpt = Checkpoint(checkpoint)
     if ckpt.algo != "league":
         raise ValueError(f"{str(ckpt.path)!r} holds a {ckpt.algo!r} run; --policy and "
@@ -105,25 +167,15 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: st
         raise ValueError(f"--policy and --opponent are both {policy!r}: a policy against "
                          "itself has no winner to count; pick another opponent.")
     run = ckpt.json("run", "config.json")["run"]
-    config = from_json(LeagueConfig, ckpt.json("run", "config.json")["config"])
-    spec = ckpt.json("policy", "policy.json")
-    obs_space, act_space = space_from_json(spec["obs_space"]), space_from_json(spec["act_space"])
-    weights = ckpt.tensors("learner", "state.pt")["weights"]
-    policies: dict[str, Any] = {RANDOM: RandomPolicy(int(act_space.n))}
-    for pid in {policy, opponent} - {RANDOM}:
-        if ":" in pid:
-            policies[pid] = scripted_policy(pid)
-            continue
-        if pid not in weights:
-            raise ValueError(f"no policy {pid!r} in this league; it has {sorted(weights)}.")
-        module = actor_critic(obs_space, act_space, config.model)
-        module.load_state_dict(weights[pid])
-        policies[pid] = LocalPolicy(module.requires_grad_(False))
+    policies = _saved_policies(ckpt, run, {policy, opponent}, seed)
     greedy = set() if stochastic else {policy, opponent} - {RANDOM}
-    rates = win_draw_loss(play_matches(run["env"], run["env_config"], policies, greedy,
-                                       policy, opponent, games, seed), policy, opponent)
+    results = play_matches(run["env"], run["env_config"], policies, greedy, policy, opponent,
+                           games, seed, opening_moves)
+    rates = win_draw_loss(results, policy, opponent)
     out = {"policy": policy, "opponent": opponent, "games": games,
-           "win_rate": rates[0], "draw_rate": rates[1], "loss_rate": rates[2]}
+           "win_rate": rates[0], "draw_rate": rates[1], "loss_rate": rates[2],
+           "random_opening_moves": opening_moves,
+           "distinct_games": len({r.history for r in results})}
     if str(run["env"]).startswith("openspiel:"):
         nash_conv = policy_nash_conv(run["env"], run["env_config"], policies[policy])
         if nash_conv is not None:
@@ -131,28 +183,29 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: st
     return out
 
 
-def scripted_policy(spec: str) -> ScriptedPolicy:
-    """``module:callable`` as a ScriptedPolicy: ``callable(obs, action_mask) -> action``."""
-    module_name, name = spec.split(":", 1)
-    try:
-        act = getattr(importlib.import_module(module_name), name)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"opponent {spec!r}: {err}. Give random, a policy id of the "
-                         "league, or module:callable with callable(obs, action_mask) -> "
-                         "action importable here.") from None
-    if not callable(act) or not _takes_two_arguments(act):
-        raise ValueError(f"opponent {spec!r} must be a callable(obs, action_mask) -> action.")
-    return ScriptedPolicy(act, spec)
-
-
-def _takes_two_arguments(fn: Any) -> bool:
-    try:
-        inspect.signature(fn).bind(None, None)
-    except TypeError:
-        return False
-    except ValueError:  # a builtin without a signature: let the call decide
-        return True
-    return True
+def _saved_policies(ckpt: Checkpoint, run: dict[str, Any], ids: set[str], seed: int
+                    ) -> dict[str, Any]:
+    """The players ``ids`` name: the league's saved policies, random, and bots."""
+    config = from_json(LeagueConfig, ckpt.json("run", "config.json")["config"])
+    spec = ckpt.json("policy", "policy.json")
+    obs_space, act_space = space_from_json(spec["obs_space"]), space_from_json(spec["act_space"])
+    weights = ckpt.tensors("learner", "state.pt")["weights"]
+    policies: dict[str, Any] = {RANDOM: RandomPolicy(int(act_space.n))}
+    for pid in ids - {RANDOM}:
+        if ":" in pid:
+            probe = make_multiagent_env(run["env"], run["env_config"])
+            try:
+                probe.reset(seed=seed)
+                policies[pid] = make_bot(pid, probe, seed)
+            finally:
+                probe.close()
+            continue
+        if pid not in weights:
+            raise ValueError(f"no policy {pid!r} in this league; it has {sorted(weights)}.")
+        module = actor_critic(obs_space, act_space, config.model)
+        module.load_state_dict(weights[pid])
+        policies[pid] = LocalPolicy(module.requires_grad_(False))
+    return policies
 
 
 def policy_nash_conv(game: str, env_config: dict[str, Any], policy: Any) -> float | None:

@@ -177,15 +177,19 @@ class LeagueRun:
         OpenSpiel games also its exact NashConv (of its sampling policy)."""
         out: dict[str, float] = {}
         policies, run = self.players.acting(), self.start.run
+        openings = self.config.league_eval_random_opening_moves
         for pid in self.league.learners("main_agent"):
             for opponent, games in self._eval_opponents(pid):
                 results = play_matches(run.env, run.env_config, policies,
-                                       {pid, opponent} - {RANDOM}, pid, opponent, games)
+                                       {pid, opponent} - {RANDOM}, pid, opponent, games,
+                                       opening_moves=openings)
                 for r in results:
                     self.league.elo.update(pid, opponent, outcome(r, pid, opponent))
                 rates = win_draw_loss(results, pid, opponent)
                 out[f"league/win_rate/{pid}_vs_{opponent}"] = rates[0]
                 out[f"league/draw_rate/{pid}_vs_{opponent}"] = rates[1]
+                out[f"league/distinct_games/{pid}_vs_{opponent}"] = len(
+                    {r.history for r in results})
             nash_conv = (policy_nash_conv(run.env, run.env_config, policies[pid])
                          if str(run.env).startswith("openspiel:") else None)
             if nash_conv is not None:

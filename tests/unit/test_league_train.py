@@ -41,6 +41,7 @@ def test_league_trains_snapshots_and_resumes_its_league(tmp_path):
     assert snaps, "no learner was frozen although snapshot_steps was spent"
     assert first["league/num_policies"] == 3 + len(snaps)
     assert "league/win_rate/main_0_vs_random" in first and "league/elo/main_0" in first
+    assert 1 <= first["league/distinct_games/main_0_vs_random"] <= 6
     assert league["payoff"]["main_0"], "finished games must fill the payoff table"
     weights = ckpt.tensors("learner", "state.pt")["weights"]
     assert {p["id"] for p in snaps} <= set(weights)
@@ -164,6 +165,20 @@ def test_cli_trains_and_evaluates_a_league(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "distrl", "eval", logdir, "--opponent", "x"],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "no policy 'x'" in bad.stderr
+    # Greedy play against a deterministic bot repeats one game per seat; random openings
+    # vary them; MCTS is an opponent like any other.
+    distinct = {}
+    for opening, bot in ((0, "tests.fakes:first_legal_move"), (2, "tests.fakes:first_legal_move"),
+                         (2, "mcts:10")):
+        out = subprocess.run([sys.executable, "-m", "distrl", "eval", logdir, "--opponent", bot,
+                              "--episodes", "8", "--random-opening-moves", str(opening),
+                              "--json"], check=True, capture_output=True, text=True)
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        assert result["random_opening_moves"] == opening and result["opponent"] == bot
+        distinct[opening, bot] = result["distinct_games"]
+    assert distinct[0, "tests.fakes:first_legal_move"] == 2
+    assert distinct[2, "tests.fakes:first_legal_move"] >= 5
+    assert distinct[2, "mcts:10"] >= 5
 
 
 def rightmost(obs, action_mask):
@@ -265,7 +280,7 @@ def test_a_league_refuses_the_observation_filter():
 def test_league_evaluation_refuses_what_it_cannot_do(tmp_path):
     from distrl import evaluate
     from distrl.cli import main
-    from distrl.league.scoring import scripted_policy
+    from distrl.league.opponents import scripted_policy
 
     config = LeagueConfig(rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0),
                           train_batch_size=64, minibatch_size=32, num_epochs=1, num_envs=2,

@@ -7,7 +7,8 @@ import torch
 pytest.importorskip("pettingzoo")
 
 from distrl.league.games import make_multiagent_env, policy_obs_space
-from distrl.league.matches import RANDOM, LocalPolicy, MatchLoop, RandomPolicy
+from distrl.league.matches import RANDOM, LocalPolicy, MatchLoop
+from distrl.league.opponents import RandomPolicy
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.config import ModelConfig
 
@@ -113,21 +114,6 @@ def test_only_learning_policies_compute_values():
 def test_choose_must_seat_every_agent():
     with pytest.raises(ValueError, match="without a policy"):
         MatchLoop(envs(1), lambda i: {"player_0": "A"}, seed=0)
-
-
-def test_scripted_policy_allows_only_its_choice():
-    from distrl.league.matches import ScriptedPolicy
-
-    def last_legal(obs, mask):
-        return int(np.flatnonzero(mask)[-1])
-
-    mask = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 1, 1]], dtype=torch.bool)
-    logits, values = ScriptedPolicy(last_legal)(torch.zeros(3, 2), mask)
-    assert logits.argmax(-1).tolist() == [1, 0, 2]
-    assert (logits.max(-1).values == 0).all() and (logits < -1e8).sum() == 6
-    assert values.tolist() == [0, 0, 0]
-    with pytest.raises(ValueError, match="not legal"):
-        ScriptedPolicy(lambda obs, mask: 2)(torch.zeros(1, 2), mask[:1])
 
 
 def test_every_learning_policy_reaches_its_own_batch():
