@@ -8,6 +8,11 @@ and at 8 and at 256 policies the USS of every runner (bench/league_memory.py's m
 object-store pages left out, the store is shared).
 
     python bench/league_scale.py [--policies 256] [--runners 4] [--batch 2048]
+                                 [--distinct-only]
+
+First, league_distinct.py's measure: matches/s against 64 distinct opponents of one
+architecture vs against one (distinct_opponents_ratio_64, in process, and _ray in a
+Ray runner reading the policy store); --distinct-only stops there.
 
 The last line is JSON: steps_per_s_p8, steps_per_s_p256 (means over the 16 iterations
 from 8 policies on, and the last 16 up to 256), throughput_ratio_p256_p8,
@@ -26,6 +31,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from league_distinct import measure as distinct_opponents
 from league_memory import usage  # the same measure as the store benchmark
 
 OUT = Path(__file__).parent / "out"
@@ -39,7 +45,12 @@ def main() -> None:
     # The tuned connect_four league's batch. With 512, an iteration took ~0.15 s here and
     # the 16-iteration windows' means swung by +-0.3 between runs of the same code.
     ap.add_argument("--batch", type=int, default=2048, help="main agent moves per iteration")
+    ap.add_argument("--distinct-only", action="store_true")
     args = ap.parse_args()
+    distinct = distinct_opponents()
+    print(json.dumps(distinct), flush=True)
+    if args.distinct_only:
+        return
 
     import ray
 
@@ -82,7 +93,7 @@ def main() -> None:
         return statistics.mean(r[key] for r in near)
 
     hi = args.policies
-    out = {"runners": args.runners, "iterations": len(rows),
+    out = {**distinct, "runners": args.runners, "iterations": len(rows),
            "steps_per_s_p8": around(8, "steps_per_s"),
            f"steps_per_s_p{hi}": around(hi, "steps_per_s"),
            "matches_per_s_p8": around(8, "matches_per_s"),

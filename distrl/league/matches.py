@@ -18,7 +18,7 @@ every policy with the same kind of distribution. A recurrent policy's memory is 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,6 +30,7 @@ from distrl.core.checkpoint import games_in_progress, trusted_loads
 from distrl.core.returns import gae
 from distrl.core.sampling import env_action_fn
 from distrl.core.types import Rollout
+from distrl.league.batched import batch_key, stacked_forward
 from distrl.league.games import split_obs
 from distrl.models.distributions import Categorical, DiagGaussian, mask_logits
 
@@ -56,10 +57,27 @@ class LocalPolicy:
 
     module: torch.nn.Module
     version: int = 0
+    _arch: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def recurrent(self) -> bool:
         return getattr(self.module, "recurrent", False)
+
+    @property
+    def arch(self) -> tuple:
+        """Equal for modules that compute the same function of their weights
+        (league.batched stacks those); computed once (a state_dict costs a forward)."""
+        if self._arch is None:
+            shapes = tuple((n, tuple(t.shape)) for n, t in self.module.state_dict().items())
+            self._arch = (type(self.module), getattr(self.module, "activation", None), shapes)
+        return self._arch
+
+    @property
+    def functional(self) -> torch.nn.Module:
+        return self.module
+
+    def layers(self) -> Any:
+        return self.module.layers()
 
     def __call__(self, obs: torch.Tensor, value: bool = True
                  ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -239,11 +257,16 @@ class MatchLoop:
         for i, obs in enumerate(self.obs):
             for agent in obs:
                 where.setdefault(self.seats[i][agent].policy_id, []).append((i, agent))
-        # One forward pass per policy, then one sampling call per kind of distribution
-        # for all seats: a league's many distinct opponents add only their forward passes.
+        # One forward pass per policy (one for all opponents of an architecture), then
+        # one sampling call per kind of distribution for all seats.
         kinds: dict[tuple, list[_Forward]] = {}
-        for pid, seats in where.items():
-            out = self._forward(policy(pid), seats, pid in greedy, pid in learning)
+        for pids in _groups(policy, where, learning, greedy):
+            if len(pids) == 1:
+                pid = pids[0]
+                out = self._forward(policy(pid), where[pid], pid in greedy, pid in learning)
+            else:
+                out = self._forward_stacked([policy(p) for p in pids],
+                                            [where[p] for p in pids], pids[0] in greedy)
             kinds.setdefault((out.dist, out.dist_inputs.shape[1:]), []).append(out)
         actions: list[dict[str, Any]] = [{} for _ in self.envs]
         for forwards in kinds.values():
@@ -269,10 +292,7 @@ class MatchLoop:
         """The policy's distribution inputs (illegal actions masked) and values for every
         seat it plays now (a policy has one action space, so one distribution). Only
         learning policies need values (for GAE): the others skip their value head."""
-        split = [split_obs(self.obs[i][agent]) for i, agent in where]
-        obs = [o for o, _ in split]
-        masks = [m for _, m in split]
-        mask = None if masks[0] is None else torch.as_tensor(_batch(masks)).bool()
+        obs, masks, mask = self._inputs(where)
         with torch.no_grad():
             x = torch.as_tensor(_batch(obs))
             # A bot (league.opponents) picks legal moves itself, so it sees the mask, and
@@ -286,6 +306,27 @@ class MatchLoop:
         dist = self.seats[where[0][0]][where[0][1]].dist
         return _Forward(where, obs, masks, mask_logits(dist_inputs, mask), values, dist,
                         greedy)
+
+    def _forward_stacked(self, pis: list[ActingPolicy], where: list[list[tuple[int, str]]],
+                         greedy: bool) -> _Forward:
+        """As _forward, for non-learning policies of one architecture that play the same
+        number of seats (league.batched): one forward pass for all their seats."""
+        flat = [seat for seats in where for seat in seats]
+        obs, masks, mask = self._inputs(flat)
+        with torch.no_grad():
+            x = torch.as_tensor(np.stack(obs)).view(len(pis), len(where[0]), *obs[0].shape)
+            dist_inputs = stacked_forward(pis, x)
+        dist = self.seats[flat[0][0]][flat[0][1]].dist
+        return _Forward(flat, obs, masks, mask_logits(dist_inputs, mask),
+                        torch.zeros(len(flat)), dist, greedy)
+
+    def _inputs(self, where: list[tuple[int, str]]
+                ) -> tuple[list[np.ndarray], list[np.ndarray | None], torch.Tensor | None]:
+        """The seats' observations, masks, and the masks as one bool tensor (or None)."""
+        split = [split_obs(self.obs[i][agent]) for i, agent in where]
+        masks = [m for _, m in split]
+        mask = None if masks[0] is None else torch.as_tensor(_batch(masks)).bool()
+        return [o for o, _ in split], masks, mask
 
     def _step_recurrent(self, pi: ActingPolicy, where: list[tuple[int, str]], x: torch.Tensor
                         ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -336,6 +377,19 @@ class MatchLoop:
                 seat.rewards.append(0.0)
                 actions[i][agent] = seat.to_env(out[k])
                 k += 1
+
+
+def _groups(policy: Callable[[str], ActingPolicy], where: dict[str, Any], learning: set[str],
+            greedy: Collection[str]) -> list[list[str]]:
+    """The policies acting now, grouped: opponents with one batch_key (architecture),
+    greediness and number of seats act together (equal counts: nothing to pad); learning
+    policies (they need values) and the rest alone."""
+    groups: dict[Hashable, list[str]] = {}
+    for pid, seats in where.items():
+        key = None if pid in learning else batch_key(policy(pid))
+        group = (pid,) if key is None else (key, pid in greedy, len(seats))
+        groups.setdefault(group, []).append(pid)
+    return list(groups.values())
 
 
 def _batch(arrays: list[np.ndarray]) -> np.ndarray:

@@ -27,6 +27,7 @@ from distrl.models.encoders import (
     lookup_params,
     mlp,
     named_layers,
+    stacked_mlp,
 )
 
 
@@ -110,6 +111,30 @@ class ActorCritic(nn.Module):
             self.obs_mean.copy_(torch.as_tensor(merged.mean))
             self.obs_var.copy_(torch.as_tensor(merged.var))
             self.obs_count.fill_(merged.count)
+
+    @property
+    def stackable(self) -> bool:
+        """Whether forward_stacked runs it: dense layers over a flat observation."""
+        return self.encoder is None and not self.discrete_obs and not self.filtered
+
+    def layers(self, params: dict[str, torch.Tensor] | None = None) -> tuple[list, Any]:
+        """Its (weight, bias) groups (conv, shared, pi, vf) and free log-std: its own, or
+        those of ``params`` (state_dict names -> tensors)."""
+        if params is None:
+            return self._params, self.log_std
+        return lookup_params(self._keys, params), params.get("log_std")
+
+    def forward_stacked(self, obs: torch.Tensor, layers: list[tuple[list, Any]]
+                        ) -> torch.Tensor:
+        """Distribution inputs [K, n, D] of K policies of this architecture at once, each
+        on its own observations ``obs[k]`` ([K, n, ...]); ``layers``: each one's layers()
+        (league.batched: a league's opponents in one pass; value heads skipped)."""
+        x = obs.reshape(*obs.shape[:2], -1).float()
+        x = stacked_mlp([g[1] for g, _ in layers], x, True, self.activation)
+        x = stacked_mlp([g[2] for g, _ in layers], x, False, self.activation)
+        if layers[0][1] is not None:
+            x = torch.cat([x, torch.stack([s for _, s in layers])[:, None].expand_as(x)], -1)
+        return x
 
     def normalize(self, x: torch.Tensor, params: dict[str, torch.Tensor] | None) -> torch.Tensor:
         buffers = self if params is None else None

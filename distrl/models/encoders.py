@@ -188,3 +188,17 @@ def mlp(params: list, x: torch.Tensor, last_act: bool, activation) -> torch.Tens
             x = activation(x)
     return x
 
+
+def stacked_mlp(layers: list[list], x: torch.Tensor, last_act: bool, activation
+                ) -> torch.Tensor:
+    """mlp() of K networks at once: ``layers[k]`` is network k's (weight, bias) list and
+    ``x`` [K, n, in] its inputs; each layer one batched matmul over the stacked weights."""
+    depth = len(layers[0])
+    for i in range(depth):
+        w = torch.stack([net[i][0] for net in layers])  # [K, out, in]
+        b = torch.stack([net[i][1] for net in layers])  # [K, out]
+        x = torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
+        if last_act or i < depth - 1:
+            x = activation(x)
+    return x
+

@@ -134,6 +134,19 @@ class CachedPolicy:
     def recurrent(self) -> bool:
         return getattr(self.skeleton, "recurrent", False)
 
+    @property
+    def arch(self) -> int:
+        """Policies of one skeleton share an architecture (league.batched stacks them)."""
+        return id(self.skeleton)
+
+    @property
+    def functional(self) -> nn.Module:
+        return self.skeleton
+
+    def layers(self) -> Any:
+        """Its weights as the skeleton's forward_stacked takes them (league.batched)."""
+        return self.skeleton.layers(self.params)
+
     def step(self, obs: torch.Tensor, state: Any, prev_actions: torch.Tensor,
              prev_rewards: torch.Tensor) -> Any:
         """A recurrent skeleton's step with these weights (models.recurrent)."""

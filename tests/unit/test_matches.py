@@ -169,3 +169,39 @@ def test_a_recurrent_policy_keeps_a_state_per_game_and_seat_that_training_replay
         torch.testing.assert_close(values, b.values[rows], rtol=1e-5, atol=1e-5)
         zero = (b.sequences.state_in.abs().sum(dim=(1, 2)) == 0).sum()
         assert 0 < zero < len(b.sequences.state_in)  # zero at a seat's first move only
+
+
+class Alone:
+    """A policy without an architecture key: it acts through its own forward pass."""
+
+    def __init__(self, policy):
+        self.policy, self.version = policy, 0
+
+    def __call__(self, obs, value=True):
+        return self.policy(obs, value=value)
+
+
+def test_opponents_stacked_in_one_forward_play_as_they_would_alone():
+    """Eight opponents of one architecture (league.batched stacks them) against a
+    learner-sized net, greedy, from random openings: the same games as when each
+    opponent acts through its own forward pass."""
+    from distrl.league.scoring import RandomOpening
+
+    def net(seed):
+        torch.manual_seed(seed)
+        env = envs(1)[0]
+        return LocalPolicy(ActorCritic(policy_obs_space(env.observation_space("player_0")),
+                                       env.action_space("player_0"),
+                                       ModelConfig(hiddens=(32,))).requires_grad_(False))
+
+    nets = {f"o{k}": net(k) for k in range(8)} | {"A": net(99)}
+    runs = []
+    for wrap in (lambda p: p, Alone):
+        policies = {pid: wrap(p) for pid, p in nets.items()}
+        games = [RandomOpening(e, 2, seed=k) for k, e in enumerate(envs(16))]
+        loop = MatchLoop(games, lambda i: {"player_0": "A", "player_1": f"o{i % 8}"}, seed=0)
+        batch = loop.collect(policies.__getitem__, set(), 0, 1.0, 1.0, greedy=set(nets),
+                             min_episodes=48)
+        runs.append([(r.env, r.returns, r.length) for r in batch.results])
+    assert len(runs[0]) >= 48 and runs[0] == runs[1]
+    assert len({returns["player_0"] for _, returns, _ in runs[0]}) > 1  # not one game
