@@ -40,7 +40,8 @@ def local_rates(distinct: int, matches: int, repeats: int) -> list[float]:
     import torch
 
     from distrl.league.games import make_multiagent_env, policy_obs_space
-    from distrl.league.matches import LocalPolicy, MatchLoop
+    from distrl.league.matches import MatchLoop
+    from distrl.league.policies import LocalPolicy
     from distrl.models.config import ModelConfig
     from distrl.models.recurrent import actor_critic
 

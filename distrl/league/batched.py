@@ -10,7 +10,7 @@ the loop here (its batching rules cost more than 32 small forwards).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any
 
 import torch
@@ -25,6 +25,19 @@ def batch_key(pi: Any) -> Hashable | None:
     if not getattr(getattr(pi, "functional", None), "stackable", False):
         return None
     return pi.arch
+
+
+def act_together(policy: Callable[[str], Any], where: dict[str, Any], learning: set[str],
+                 greedy: Collection[str]) -> list[list[str]]:
+    """The policies acting now, grouped: opponents with one batch_key (architecture),
+    greediness and number of seats act together (equal counts: nothing to pad); learning
+    policies (they need values) and the rest alone."""
+    groups: dict[Hashable, list[str]] = {}
+    for pid, seats in where.items():
+        key = None if pid in learning else batch_key(policy(pid))
+        group = (pid,) if key is None else (key, pid in greedy, len(seats))
+        groups.setdefault(group, []).append(pid)
+    return list(groups.values())
 
 
 def stacked_forward(policies: Sequence[Any], obs: torch.Tensor) -> torch.Tensor:

@@ -35,7 +35,7 @@ OPENSPIEL_TWINS = {"connect_four": "connect_four", "tictactoe": "tic_tac_toe"}
 """PettingZoo classic games (name without version) -> the OpenSpiel game with the same
 rules and moves: the same first player and action numbers up to a symmetry of the board
 (tic-tac-toe's squares are column-major in PettingZoo, row-major in OpenSpiel: a
-transpose, under which every line stays a line). tests/unit/test_opponents.py plays
+transpose, under which every line stays a line). tests/unit/test_policies.py plays
 random games in both and compares masks and outcomes."""
 
 

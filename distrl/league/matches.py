@@ -11,16 +11,17 @@ recent action, so the loser's -1 that arrives on the winner's move lands on the 
 last move. When an episode ends, the seats of learning policies become PPO samples (GAE
 over the seat's own steps) and the episode a MatchResult for the league's payoff table.
 
-Acting: all seats a policy plays at one step share one forward pass; illegal actions are
+Acting: all seats a policy plays at one step share one forward pass, and opponents of
+one architecture share one (league.batched: their weights stacked); illegal actions are
 masked (models.distributions.mask_logits); one sampling call then covers the seats of
 every policy with the same kind of distribution. A recurrent policy's memory is per seat.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -30,65 +31,10 @@ from distrl.core.checkpoint import games_in_progress, trusted_loads
 from distrl.core.returns import gae
 from distrl.core.sampling import env_action_fn
 from distrl.core.types import Rollout
-from distrl.league.batched import batch_key, stacked_forward
+from distrl.league.batched import act_together, stacked_forward
 from distrl.league.games import split_obs
+from distrl.league.policies import ActingPolicy
 from distrl.models.distributions import Categorical, DiagGaussian, mask_logits
-
-RANDOM = "random"
-"""Policy id of the built-in uniformly random player (over legal actions)."""
-
-
-class ActingPolicy(Protocol):
-    """What plays a seat: policy_cache.CachedPolicy, or a LocalPolicy in the learner's
-    process. ``__call__(obs, value=...) -> (distribution inputs, values)``; with
-    ``value=False`` the values may be zeros (they are not needed). A recurrent one
-    (``recurrent`` true) acts through ``step(obs, state, prev_actions, prev_rewards) ->
-    (distribution inputs, values, state)`` and ``initial_state(n)`` instead."""
-
-    version: int
-
-    def __call__(self, obs: torch.Tensor, value: bool = True
-                 ) -> tuple[torch.Tensor, torch.Tensor]: ...
-
-
-@dataclass
-class LocalPolicy:
-    """A module acting with its own weights (in-process learners, evaluation)."""
-
-    module: torch.nn.Module
-    version: int = 0
-    _arch: tuple | None = field(default=None, init=False, repr=False, compare=False)
-
-    @property
-    def recurrent(self) -> bool:
-        return getattr(self.module, "recurrent", False)
-
-    @property
-    def arch(self) -> tuple:
-        """Equal for modules that compute the same function of their weights
-        (league.batched stacks those); computed once (a state_dict costs a forward)."""
-        if self._arch is None:
-            shapes = tuple((n, tuple(t.shape)) for n, t in self.module.state_dict().items())
-            self._arch = (type(self.module), getattr(self.module, "activation", None), shapes)
-        return self._arch
-
-    @property
-    def functional(self) -> torch.nn.Module:
-        return self.module
-
-    def layers(self) -> Any:
-        return self.module.layers()
-
-    def __call__(self, obs: torch.Tensor, value: bool = True
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.module(obs, value=value)
-
-    def step(self, obs: torch.Tensor, state: Any, prev_actions: torch.Tensor,
-             prev_rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Any]:
-        return self.module.step(obs, state, prev_actions, prev_rewards)
-
-    def initial_state(self, n: int) -> Any:
-        return self.module.initial_state(n)
 
 
 @dataclass
@@ -260,7 +206,7 @@ class MatchLoop:
         # One forward pass per policy (one for all opponents of an architecture), then
         # one sampling call per kind of distribution for all seats.
         kinds: dict[tuple, list[_Forward]] = {}
-        for pids in _groups(policy, where, learning, greedy):
+        for pids in act_together(policy, where, learning, greedy):
             if len(pids) == 1:
                 pid = pids[0]
                 out = self._forward(policy(pid), where[pid], pid in greedy, pid in learning)
@@ -377,19 +323,6 @@ class MatchLoop:
                 seat.rewards.append(0.0)
                 actions[i][agent] = seat.to_env(out[k])
                 k += 1
-
-
-def _groups(policy: Callable[[str], ActingPolicy], where: dict[str, Any], learning: set[str],
-            greedy: Collection[str]) -> list[list[str]]:
-    """The policies acting now, grouped: opponents with one batch_key (architecture),
-    greediness and number of seats act together (equal counts: nothing to pad); learning
-    policies (they need values) and the rest alone."""
-    groups: dict[Hashable, list[str]] = {}
-    for pid, seats in where.items():
-        key = None if pid in learning else batch_key(policy(pid))
-        group = (pid,) if key is None else (key, pid in greedy, len(seats))
-        groups.setdefault(group, []).append(pid)
-    return list(groups.values())
 
 
 def _batch(arrays: list[np.ndarray]) -> np.ndarray:

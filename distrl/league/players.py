@@ -18,13 +18,8 @@ from distrl.core.sampling import seed_for
 from distrl.core.types import Rollout
 from distrl.league.config import LeagueConfig
 from distrl.league.games import make_multiagent_env
-from distrl.league.matches import (
-    RANDOM,
-    LocalPolicy,
-    MatchLoop,
-    MatchResult,
-)
-from distrl.league.opponents import RandomPolicy
+from distrl.league.matches import MatchLoop, MatchResult
+from distrl.league.policies import RANDOM, LocalPolicy, RandomPolicy
 from distrl.league.trainer import PolicyTrainer
 from distrl.models.recurrent import actor_critic
 

@@ -15,8 +15,8 @@ import torch
 
 from distrl.core.sampling import seed_for
 from distrl.league.games import make_multiagent_env
-from distrl.league.matches import RANDOM, MatchLoop, MatchResult
-from distrl.league.opponents import RandomPolicy
+from distrl.league.matches import MatchLoop, MatchResult
+from distrl.league.policies import RANDOM, RandomPolicy
 from distrl.runtime.cluster import check_resources, init_ray, release_ray
 from distrl.runtime.distributed_learners import DistributedLearners
 from distrl.runtime.supervisor import Supervisor, cause, died, last_line

@@ -17,8 +17,8 @@ from distrl.core.config import from_json
 from distrl.core.evaluation import MAX_PARALLEL, rounds
 from distrl.league.config import LeagueConfig
 from distrl.league.games import make_multiagent_env, nash_conv, split_obs
-from distrl.league.matches import RANDOM, LocalPolicy, MatchLoop, MatchResult
-from distrl.league.opponents import RandomPolicy, make_bot
+from distrl.league.matches import MatchLoop, MatchResult
+from distrl.league.policies import RANDOM, LocalPolicy, RandomPolicy, make_bot
 from distrl.models.distributions import mask_logits
 from distrl.models.recurrent import actor_critic
 

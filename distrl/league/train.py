@@ -24,10 +24,8 @@ from distrl.core.config import RunConfig
 from distrl.core.loop import Start, drive, policy_files, save_run, start_run
 from distrl.league.config import LeagueConfig
 from distrl.league.games import make_multiagent_env, policy_obs_space
-from distrl.league.matches import (
-    RANDOM,
-)
 from distrl.league.players import LocalPlayers, Players
+from distrl.league.policies import RANDOM
 from distrl.league.rules import League
 from distrl.league.scoring import outcome, play_matches, policy_nash_conv, win_draw_loss
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from distrl.league.batched import batch_key, stacked_forward
-from distrl.league.matches import LocalPolicy
+from distrl.league.policies import LocalPolicy
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.config import ModelConfig
 from distrl.store.policy_cache import PolicyCache, PolicySpec, flatten_policy

@@ -280,7 +280,7 @@ def test_a_league_refuses_the_observation_filter():
 def test_league_evaluation_refuses_what_it_cannot_do(tmp_path):
     from distrl import evaluate
     from distrl.cli import main
-    from distrl.league.opponents import scripted_policy
+    from distrl.league.policies import scripted_policy
 
     config = LeagueConfig(rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0),
                           train_batch_size=64, minibatch_size=32, num_epochs=1, num_envs=2,

@@ -7,8 +7,8 @@ import torch
 pytest.importorskip("pettingzoo")
 
 from distrl.league.games import make_multiagent_env, policy_obs_space
-from distrl.league.matches import RANDOM, LocalPolicy, MatchLoop
-from distrl.league.opponents import RandomPolicy
+from distrl.league.matches import MatchLoop
+from distrl.league.policies import RANDOM, LocalPolicy, RandomPolicy
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.config import ModelConfig
 

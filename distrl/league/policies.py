@@ -1,6 +1,7 @@
-"""Opponents that are not league policies: the uniformly random player, hand-written bots
-(``module:callable``) and OpenSpiel's MCTS (``mcts:<simulations>``), as ``distrl eval
---opponent`` names them.
+"""What plays a seat in a league game: the ActingPolicy protocol, LocalPolicy (a module
+with its own weights), and players that are not league policies: the uniformly random
+player, hand-written bots (``module:callable``) and OpenSpiel's MCTS
+(``mcts:<simulations>``), as ``distrl eval --opponent`` names them.
 
 A bot (``bot = True``) picks legal moves itself: MatchLoop calls ``act(obs, mask, envs)``
 with the seats' observations, masks and envs, and it answers with logits that allow only
@@ -13,7 +14,7 @@ import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -21,6 +22,62 @@ import torch
 from distrl.league.games import import_extra
 
 MCTS_PREFIX = "mcts:"
+
+RANDOM = "random"
+"""Policy id of the built-in uniformly random player (over legal actions)."""
+
+
+class ActingPolicy(Protocol):
+    """What plays a seat: policy_cache.CachedPolicy, or a LocalPolicy in the learner's
+    process. ``__call__(obs, value=...) -> (distribution inputs, values)``; with
+    ``value=False`` the values may be zeros (they are not needed). A recurrent one
+    (``recurrent`` true) acts through ``step(obs, state, prev_actions, prev_rewards) ->
+    (distribution inputs, values, state)`` and ``initial_state(n)`` instead."""
+
+    version: int
+
+    def __call__(self, obs: torch.Tensor, value: bool = True
+                 ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+@dataclass
+class LocalPolicy:
+    """A module acting with its own weights (in-process learners, evaluation)."""
+
+    module: torch.nn.Module
+    version: int = 0
+    _arch: tuple | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def recurrent(self) -> bool:
+        return getattr(self.module, "recurrent", False)
+
+    @property
+    def arch(self) -> tuple:
+        """Equal for modules that compute the same function of their weights
+        (league.batched stacks those); computed once (a state_dict costs a forward)."""
+        if self._arch is None:
+            shapes = tuple((n, tuple(t.shape)) for n, t in self.module.state_dict().items())
+            self._arch = (type(self.module), getattr(self.module, "activation", None), shapes)
+        return self._arch
+
+    @property
+    def functional(self) -> torch.nn.Module:
+        return self.module
+
+    def layers(self) -> Any:
+        return self.module.layers()
+
+    def __call__(self, obs: torch.Tensor, value: bool = True
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.module(obs, value=value)
+
+    def step(self, obs: torch.Tensor, state: Any, prev_actions: torch.Tensor,
+             prev_rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        return self.module.step(obs, state, prev_actions, prev_rewards)
+
+    def initial_state(self, n: int) -> Any:
+        return self.module.initial_state(n)
 
 
 @dataclass

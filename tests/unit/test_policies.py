@@ -1,5 +1,5 @@
-"""Opponents that are not league policies (bots, OpenSpiel's MCTS) and evaluation games
-that differ: random openings and distinct-game counts."""
+"""What plays a seat: bots, OpenSpiel's MCTS; and evaluation games that differ: random
+openings and distinct-game counts."""
 
 import numpy as np
 import pytest
@@ -9,8 +9,7 @@ pytest.importorskip("pettingzoo")
 pytest.importorskip("pyspiel")
 
 from distrl.league.games import make_multiagent_env, policy_obs_space, split_obs
-from distrl.league.matches import RANDOM, LocalPolicy
-from distrl.league.opponents import RandomPolicy, ScriptedPolicy, make_bot
+from distrl.league.policies import RANDOM, LocalPolicy, RandomPolicy, ScriptedPolicy, make_bot
 from distrl.league.scoring import play_matches, win_draw_loss
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.config import ModelConfig
