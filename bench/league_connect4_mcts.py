@@ -1,0 +1,96 @@
+"""Connect four against search: train the tuned connect-four league for at most
+``--train-s`` seconds (no early stop), then play its main agent greedily against a strength
+ladder: the random player, its own oldest and newest snapshots, and OpenSpiel's MCTSBot
+(one random rollout per leaf) with 50, 200 and 800 simulations a move, ``--games`` games
+each (200: 100 per seat), every game opened with ``--opening-moves`` random moves (0 by default: the
+bot's random rollouts already vary the games; distinct_games says how much).
+
+    python bench/league_connect4_mcts.py [--train-s 1200] [--seed 0] [--set FIELD=JSON ...]
+
+``--set`` replaces a field of the tuned LeagueConfig (a JSON value, e.g.
+``--set entropy_coeff=0.003`` or ``--set 'model={"hiddens": [128, 128]}'``), for
+experiments. Checkpoint and metrics go to bench/out/runs/league_c4_mcts_<seed>. The last
+line is JSON: win_rate_vs_mcts200 (the bar: >= 0.5) and the draw and loss rates, the same
+for every rung, training seconds and the main agent's moves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).parent / "out"
+LADDER = ("random", "mcts:50", "mcts:200", "mcts:800")
+
+
+def configured(overrides: list[str]) -> Any:
+    from distrl.core.config import from_json
+    from distrl.league.config import LeagueConfig
+    from distrl.tuned import tuned
+
+    config = dataclasses.replace(tuned("connect_four", "league").config, stop_win_rate=None)
+    fields = {}
+    for item in overrides:
+        name, _, value = item.partition("=")
+        fields[name] = json.loads(value)
+    if not fields:
+        return config
+    # Through the config's JSON form, so nested dataclasses (model, rules) take dicts.
+    saved = json.loads(json.dumps(dataclasses.asdict(config)))
+    for name, value in fields.items():
+        saved[name] = {**saved[name], **value} if isinstance(value, dict) else value
+    return from_json(LeagueConfig, saved)
+
+
+def train(config: Any, seed: int, seconds: float) -> tuple[str, dict[str, Any]]:
+    from distrl import RunConfig, train_league
+
+    logdir = OUT / f"runs/league_c4_mcts_{seed}"
+    shutil.rmtree(logdir, ignore_errors=True)
+    t = time.perf_counter()
+    result = train_league(config, RunConfig(env="pettingzoo:connect_four_v3", seed=seed,
+                                            max_env_steps=10**9, max_time_s=seconds,
+                                            logdir=str(logdir), progress=False))
+    return result["checkpoint"], {"train_s": time.perf_counter() - t,
+                                  "env_steps": result["env/steps_total"]}
+
+
+def ladder(checkpoint: str, seed: int, opening_moves: int, games: int) -> dict[str, Any]:
+    from distrl.core.checkpoint import Checkpoint
+    from distrl.league.scoring import evaluate_league
+
+    league = Checkpoint(checkpoint).json("progress", "progress.json")["algo"]["league"]
+    snaps = [p["id"] for p in league["players"] if p["parent"] == "main_0"]
+    rungs = list(LADDER) + ([snaps[0], snaps[-1]] if snaps else [])
+    out: dict[str, Any] = {"snapshots": len(snaps)}
+    for opponent in rungs:
+        t = time.perf_counter()
+        r = evaluate_league(checkpoint, "main_0", opponent, games, seed,
+                            opening_moves=opening_moves)
+        name = opponent.replace("mcts:", "mcts").replace("main_0@", "snapshot")
+        out.update({f"win_rate_vs_{name}": r["win_rate"], f"draw_rate_vs_{name}": r["draw_rate"],
+                    f"loss_rate_vs_{name}": r["loss_rate"],
+                    f"distinct_games_vs_{name}": r["distinct_games"],
+                    f"eval_s_vs_{name}": time.perf_counter() - t})
+        print(json.dumps({"opponent": opponent, **r}), flush=True)
+    return out
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--train-s", type=float, default=1200.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--opening-moves", type=int, default=0)
+    ap.add_argument("--games", type=int, default=200, help="per rung, half in each seat")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=JSON")
+    args = ap.parse_args()
+    config = configured(args.set)
+    checkpoint, trained = train(config, args.seed, args.train_s)
+    print(json.dumps({"trained": trained, "overrides": args.set}), flush=True)
+    print(json.dumps({**ladder(checkpoint, args.seed, args.opening_moves, args.games), **trained,
+                      "seed": args.seed, "overrides": args.set}))
