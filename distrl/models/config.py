@@ -20,7 +20,9 @@ class ModelConfig:
     """Share the hidden layers between policy and value function (then tune vf_loss_coeff)."""
     conv_filters: tuple[tuple[int, int, int], ...] | None = None
     """Conv layers for image observations as (out_channels, kernel, stride); None: Nature
-    DQN's ((32, 8, 4), (64, 4, 2), (64, 3, 1)). Ignored for flat observations."""
+    DQN's ((32, 8, 4), (64, 4, 2), (64, 3, 1)). Set, they also encode any other Box of 2
+    or 3 dims laid out as an image is, e.g. a board's (6, 7, 2) planes (connect four:
+    ((128, 4, 1),) sees every line of four in one kernel); other observations ignore it."""
     conv_activation: Literal["relu", "tanh"] = "relu"
     """Activation after each conv layer."""
     vf_hiddens: tuple[int, ...] | None = None

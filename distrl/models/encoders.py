@@ -117,8 +117,11 @@ def discrete_start(space: gym.Space) -> int:
 
 
 def encoder_for(obs_space: gym.Space, cfg: ModelConfig) -> ConvEncoder | None:
-    """A conv stack for image spaces (is_image), None for flat and Discrete ones."""
-    if not is_image(obs_space):
+    """A conv stack for image spaces (is_image) and, when conv_filters are given, for
+    any Box of 2 or 3 dims (a board's planes); None for flat and Discrete ones."""
+    grid = (cfg.conv_filters is not None and isinstance(obs_space, gym.spaces.Box)
+            and len(obs_space.shape) in (2, 3))
+    if not (is_image(obs_space) or grid):
         return None
     return ConvEncoder(obs_space, cfg.conv_filters or NATURE_CONV, cfg.conv_activation,
                        cfg.ortho_init)

@@ -141,6 +141,23 @@ def test_channel_last_images_are_transposed():
     torch.testing.assert_close(last(obs), first(obs.permute(0, 3, 1, 2)))
 
 
+def test_given_conv_filters_encode_a_board_and_a_flat_box_stays_flat():
+    """Connect four's (6, 7, 2) int8 planes: with conv_filters a 4x4 conv over the
+    board (channel last, like an RGB frame: 3 x 4 positions), without them the MLP."""
+    board = gym.spaces.Box(0, 1, (6, 7, 2), np.int8)
+    conv = ActorCritic(board, gym.spaces.Discrete(7), ModelConfig(conv_filters=((8, 4, 1),)))
+    assert conv.encoder is not None and conv.encoder.channels_last
+    assert conv.encoder.out_dim == 8 * 3 * 4
+    x = torch.randint(0, 2, (5, 6, 7, 2), dtype=torch.int8)
+    manual = torch.relu(torch.nn.functional.conv2d(x.float().permute(0, 3, 1, 2),
+                                                   conv.encoder.convs[0].weight,
+                                                   conv.encoder.convs[0].bias))
+    torch.testing.assert_close(conv.encoder(x), manual.flatten(1))
+    assert ActorCritic(board, gym.spaces.Discrete(7), ModelConfig()).encoder is None
+    assert ActorCritic(BOX, gym.spaces.Discrete(2),
+                       ModelConfig(conv_filters=((8, 4, 1),))).encoder is None
+
+
 def test_too_small_images_and_bad_conv_filters_are_refused():
     with pytest.raises(ValueError, match=r"too small for conv_filters.*smaller kernels"):
         ActorCritic(gym.spaces.Box(0, 255, (5, 5), np.uint8), gym.spaces.Discrete(2),
