@@ -1,14 +1,15 @@
 """Plots of a league run: Elo over training and the payoff table as a heat map, and the
-Kuhn poker NashConv curve of bench/league_kuhn.py.
+poker NashConv curves of bench/league_kuhn.py and bench/league_leduc.py.
 
     distrl train league --tuned connect_four --num-main-exploiters 1 \\
         --num-league-exploiters 1 --stop-win-rate None --max-env-steps 2000000 \\
         --max-time-s 240 --league-eval-games 40 --league-eval-member-games 20 \\
         --logdir bench/out/runs/league_c4_full
-    python bench/league_kuhn.py
+    python bench/league_kuhn.py; python bench/league_leduc.py
     python bench/plot_league.py [bench/out/runs/league_c4_full]
 
-Writes docs/img/league_elo.png, docs/img/league_payoff.png, docs/img/league_kuhn.png.
+Writes docs/img/league_elo.png, docs/img/league_payoff.png, docs/img/league_kuhn.png,
+docs/img/league_leduc.png.
 """
 
 from __future__ import annotations
@@ -66,18 +67,19 @@ def payoff(run: Path) -> None:
     save(fig, IMG / "league_payoff.png")
 
 
-def kuhn(src: Path) -> None:
-    data = json.loads(src.read_text())
+def poker(game: str, goal: float) -> None:
+    """NashConv over wall time of bench/league_kuhn.py or league_leduc.py (_poker.py)."""
+    data = json.loads((HERE / f"out/league_{game}.json").read_text())
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(*zip(*data["distrl"], strict=True),
             label="distrl league: main_0 (PPO, magnetic mirror descent)")
-    ax.plot(*zip(*data["cfr"], strict=True), label="OpenSpiel CFR (average policy)")
-    ax.axhline(0.05, color="gray", ls="--", lw=1, label="goal 0.05")
-    ax.set(xscale="log", yscale="log", xlabel="wall time (s)",
-           ylabel="NashConv", title="Kuhn poker: exact NashConv over wall time")
+    ax.plot(*zip(*data["cfr"], strict=True), label="OpenSpiel CFR+ (average policy)")
+    ax.axhline(goal, color="gray", ls="--", lw=1, label=f"goal {goal}")
+    ax.set(xscale="log", yscale="log", xlabel="wall time (s)", ylabel="NashConv",
+           title=f"{game}: exact NashConv over wall time")
     ax.grid(alpha=0.3)
     ax.legend()
-    save(fig, IMG / "league_kuhn.png")
+    save(fig, IMG / f"league_{game.split('_')[0]}.png")
 
 
 def main() -> None:
@@ -85,8 +87,9 @@ def main() -> None:
     if run.exists():
         elo(run)
         payoff(run)
-    if (HERE / "out/league_kuhn.json").exists():
-        kuhn(HERE / "out/league_kuhn.json")
+    for game, goal in (("kuhn_poker", 0.01), ("leduc_poker", 0.2)):
+        if (HERE / f"out/league_{game}.json").exists():
+            poker(game, goal)
 
 
 if __name__ == "__main__":
