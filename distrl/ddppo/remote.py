@@ -92,12 +92,13 @@ class DDPPOWorker:
 
     def open_store(self, world_size: int, loopback: bool) -> tuple[str, int]:
         """As rank 0: host the group's store on a free port, bound to 127.0.0.1 when every
-        worker is on this node; returns (address to join, port)."""
+        worker is on this node, else to the address Ray uses for this node (never to
+        every interface); returns (address to join, port)."""
         self.leave()
         ip = "127.0.0.1" if loopback else ray.util.get_node_ip_address()
         # TCPStore binds every interface unless handed a socket that is already bound.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1" if loopback else "", 0))
+        sock.bind((ip, 0))
         sock.listen(128)
         self.store = dist.TCPStore(ip, sock.getsockname()[1], world_size, is_master=True,
                                    timeout=self._timeout(), wait_for_workers=False,

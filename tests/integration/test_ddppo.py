@@ -194,6 +194,7 @@ def test_checkpoint_resumes_exactly_and_evaluates(ray_local, tmp_path, cfg):
 def test_the_store_is_on_loopback_and_unsigned_marks_are_ignored():
     import psutil
     import torch.distributed as dist
+    from ray.util import get_node_ip_address
 
     from distrl.ddppo.remote import DDPPOWorker
 
@@ -218,5 +219,10 @@ def test_the_store_is_on_loopback_and_unsigned_marks_are_ignored():
         stranger.set("shm_path", "0" * 64 + " /tmp/elsewhere")
         with pytest.raises(Exception, match="forged value for 'shm_path'"):
             worker._signed_get("shm_path")
+        # Ranks on several nodes: the node's own address, not every interface.
+        ip, port = worker.open_store(2, loopback=False)
+        listening = [c.laddr for c in psutil.net_connections("tcp")
+                     if c.status == "LISTEN" and c.laddr.port == port]
+        assert ip == get_node_ip_address() and [a.ip for a in listening] == [ip]
     finally:
         worker.leave()
