@@ -114,8 +114,8 @@ class ActorCritic(nn.Module):
 
     @property
     def stackable(self) -> bool:
-        """Whether forward_stacked runs it: dense layers over a flat observation."""
-        return self.encoder is None and not self.discrete_obs and not self.filtered
+        """Whether forward_stacked runs it: a Box observation, unfiltered."""
+        return not self.discrete_obs and not self.filtered
 
     def layers(self, params: dict[str, torch.Tensor] | None = None) -> tuple[list, Any]:
         """Its (weight, bias) groups (conv, shared, pi, vf) and free log-std: its own, or
@@ -129,7 +129,10 @@ class ActorCritic(nn.Module):
         """Distribution inputs [K, n, D] of K policies of this architecture at once, each
         on its own observations ``obs[k]`` ([K, n, ...]); ``layers``: each one's layers()
         (league.batched: a league's opponents in one pass; value heads skipped)."""
-        x = obs.reshape(*obs.shape[:2], -1).float()
+        if self.encoder is not None:
+            x = self.encoder.forward_stacked(obs, [g[0] for g, _ in layers])
+        else:
+            x = obs.reshape(*obs.shape[:2], -1).float()
         x = stacked_mlp([g[1] for g, _ in layers], x, True, self.activation)
         x = stacked_mlp([g[2] for g, _ in layers], x, False, self.activation)
         if layers[0][1] is not None:

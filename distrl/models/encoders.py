@@ -100,14 +100,31 @@ class ConvEncoder(nn.Module):
     def forward(self, obs: torch.Tensor, weights: list | None = None) -> torch.Tensor:
         """Features [B, out_dim]; ``weights``, (weight, bias) per conv layer, replace the
         module's own for this call."""
-        x = obs.float() / 255.0 if obs.dtype == torch.uint8 else obs.float()
-        if self.channels_last:
-            x = x.permute(0, 3, 1, 2)
-        x = x.reshape(x.shape[0], *self.in_shape)
+        x = self.images(obs)
         weights = weights or [(c.weight, c.bias) for c in self.convs]
         for (w, b), stride in zip(weights, self.strides, strict=True):
             x = self.activation(F.conv2d(x, w, b, stride))
         return x.flatten(1)
+
+    def images(self, obs: torch.Tensor) -> torch.Tensor:
+        """Observations [B, ...] as the float [B, C, H, W] the first conv reads."""
+        x = obs.float() / 255.0 if obs.dtype == torch.uint8 else obs.float()
+        if self.channels_last:
+            x = x.permute(0, 3, 1, 2)
+        return x.reshape(x.shape[0], *self.in_shape)
+
+    def forward_stacked(self, obs: torch.Tensor, layers: list[list]) -> torch.Tensor:
+        """forward() of K networks at once: ``obs`` [K, n, ...], ``layers[k]`` network
+        k's (weight, bias) per conv layer; features [K, n, out_dim]. The K networks are
+        the groups of one grouped convolution over their images side by side."""
+        k, n = obs.shape[:2]
+        x = self.images(obs.reshape(k * n, *obs.shape[2:]))
+        x = x.view(k, n, *x.shape[1:]).transpose(0, 1).reshape(n, -1, *x.shape[2:])
+        for i, stride in enumerate(self.strides):
+            w = torch.cat([net[i][0] for net in layers])  # [K * out, in, kh, kw]
+            b = torch.cat([net[i][1] for net in layers])
+            x = self.activation(F.conv2d(x, w, b, stride, groups=k))
+        return x.reshape(n, k, -1).transpose(0, 1)
 
 
 def discrete_start(space: gym.Space) -> int:

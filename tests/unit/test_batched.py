@@ -15,26 +15,40 @@ from distrl.store.policy_cache import PolicyCache, PolicySpec, flatten_policy
 OBS = gym.spaces.Box(-1, 1, (3, 4), np.float32)
 
 
-def modules(k, act_space, **model):
+BOARD = gym.spaces.Box(0, 1, (6, 7, 2), np.int8)  # connect four's planes, channel last
+FRAMES = gym.spaces.Box(0, 255, (2, 12, 12), np.uint8)
+
+
+def modules(k, act_space, obs_space=OBS, **model):
     cfg = ModelConfig(hiddens=(16, 8), **model)
     out = []
     for seed in range(k):
         torch.manual_seed(seed)
-        module = ActorCritic(OBS, act_space, cfg).requires_grad_(False)
+        module = ActorCritic(obs_space, act_space, cfg).requires_grad_(False)
         if module.log_std is not None:
             module.log_std.copy_(torch.randn(module.log_std.shape))
         out.append(module)
     return out
 
 
-@pytest.mark.parametrize(("act_space", "model"), [
-    (gym.spaces.Discrete(5), {}),
-    (gym.spaces.Box(-1, 1, (2,), np.float32), {"free_log_std": True}),
-    (gym.spaces.Box(-1, 1, (2,), np.float32), {"vf_share_layers": True, "activation": "relu"}),
-], ids=["discrete", "gaussian_free_log_std", "shared_layers_relu"])
-def test_a_stacked_forward_equals_each_policy_s_own(act_space, model):
-    nets = modules(6, act_space, **model)
-    obs = torch.randn(6, 3, *OBS.shape)  # 6 policies, 3 seats each
+def observations(space, *shape):
+    if space.dtype == np.float32:
+        return torch.randn(*shape, *space.shape)
+    return torch.randint(0, int(space.high.max()) + 1, (*shape, *space.shape),
+                         dtype=torch.from_numpy(space.sample()).dtype)
+
+
+@pytest.mark.parametrize(("obs_space", "act_space", "model"), [
+    (OBS, gym.spaces.Discrete(5), {}),
+    (OBS, gym.spaces.Box(-1, 1, (2,), np.float32), {"free_log_std": True}),
+    (OBS, gym.spaces.Box(-1, 1, (2,), np.float32),
+     {"vf_share_layers": True, "activation": "relu"}),
+    (BOARD, gym.spaces.Discrete(7), {"conv_filters": ((4, 4, 1), (3, 2, 1))}),
+    (FRAMES, gym.spaces.Discrete(3), {"conv_filters": ((4, 4, 2),), "vf_share_layers": True}),
+], ids=["discrete", "gaussian_free_log_std", "shared_layers_relu", "board_conv", "frames_conv"])
+def test_a_stacked_forward_equals_each_policy_s_own(obs_space, act_space, model):
+    nets = modules(6, act_space, obs_space, **model)
+    obs = observations(obs_space, 6, 3)  # 6 policies, 3 seats each
     own = torch.cat([net(obs[k], value=False)[0] for k, net in enumerate(nets)])
     policies = [LocalPolicy(net) for net in nets]
     assert len({batch_key(p) for p in policies}) == 1
@@ -54,9 +68,9 @@ def test_store_views_stack_without_a_copy_of_their_own():
 
 
 def test_what_cannot_stack_acts_alone():
-    image = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
-    conv = LocalPolicy(ActorCritic(image, gym.spaces.Discrete(3), ModelConfig()))
+    one_hot = LocalPolicy(ActorCritic(gym.spaces.Discrete(4), gym.spaces.Discrete(3),
+                                      ModelConfig()))
     small, large = (LocalPolicy(ActorCritic(OBS, gym.spaces.Discrete(5),
                                             ModelConfig(hiddens=h))) for h in ((8,), (16,)))
-    assert batch_key(conv) is None
+    assert batch_key(one_hot) is None
     assert batch_key(small) != batch_key(large)
