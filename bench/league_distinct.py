@@ -80,8 +80,11 @@ def ray_rates(distinct: int, matches: int, repeats: int) -> list[float]:
     for k, pid in enumerate(["A"] + [f"o{k}" for k in range(distinct)]):
         torch.manual_seed(k)
         publish(head, pid, flatten_policy(actor_critic(obs, spec.act_space, spec.model)), spec)
+    # The league's default cache (LeagueConfig.max_cached_policies): with MatchRunner's
+    # own default of 64, 65 policies evicted each other and cost a store round trip each.
     runner = ray.remote(num_cpus=1)(MatchRunner).remote(
-        GAME, {}, GAMES, 0, head, [mapping(i, distinct) for i in range(GAMES)], 0.99, 0.95)
+        GAME, {}, GAMES, 0, head, [mapping(i, distinct) for i in range(GAMES)], 0.99, 0.95,
+        max_cached_policies=1024)
 
     def measure(self: Any, n: int) -> float:
         self.reader.refresh(["A"] + [f"o{k}" for k in range(distinct)])
