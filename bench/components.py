@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -49,13 +50,15 @@ from distrl.ppo.config import PPOHyperparams
 from distrl.ppo.loss import ppo_loss
 from distrl.store.policy_cache import flatten_policy
 
+sys.path.insert(0, str(Path(__file__).parent))
+from replay_throughput import FRAGMENT, cartpole_fragment  # the same 50-step fragments
+
 CARTPOLE = "CartPole-v1"
 CONNECT_FOUR = "pettingzoo:connect_four_v3"
 PONG = "ALE/Pong-v5"
 ATARI_OBS = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)  # 4 stacked 84x84 grey frames
 ATARI_ACT = gym.spaces.Discrete(6)  # Pong's action set
 BATCH = 512  # learner minibatch, replay sample and priority update
-FRAGMENT = 50  # transitions per replay add (an Ape-X actor's fragment)
 ALPHA, BETA = 0.6, 0.4
 Figures = dict[str, float]
 
@@ -242,16 +245,6 @@ def dqn_update(budget: Budget, repeats: int) -> Figures:
 
 
 # 4. Replay --------------------------------------------------------------------------------
-
-
-def cartpole_fragment(rng: np.random.Generator) -> NStepFragment:
-    """50 CartPole transitions, each frame (a whole observation) stored once."""
-    frames = rng.random((FRAGMENT + 1, 4), dtype=np.float32)
-    return NStepFragment(frames=frames, obs_idx=np.arange(FRAGMENT)[:, None],
-                         next_idx=np.arange(1, FRAGMENT + 1)[:, None],
-                         actions=rng.integers(0, 2, FRAGMENT),
-                         rewards=np.ones(FRAGMENT, np.float32),
-                         discounts=np.full(FRAGMENT, 0.97, np.float32))
 
 
 def replay_ops(size: int, budget: Budget, repeats: int) -> Figures:
