@@ -56,7 +56,11 @@ class ApexConfig:
     num_replay_buffer_shards: int = 4
     """Replay shard actors (in-process: one buffer)."""
     replay_buffer_shards_colocated_with_driver: bool = True
-    """Place the replay shards on the learner's (driver's) node."""
+    """Place the replay shards on the learner's (driver's) node; else wherever Ray (or
+    `placement_strategy`, given CPUs per shard) puts them."""
+    num_cpus_per_replay_shard: float = 0.0
+    """CPUs Ray reserves for each replay shard (0: shards share their node's CPUs; the
+    seed reserves 1 each)."""
     prioritized_replay_alpha: float = 0.6
     """Priority exponent: P(i) ~ (|td_i| + eps) ** alpha."""
     prioritized_replay_beta: float = 0.4
@@ -121,7 +125,8 @@ class ApexConfig:
         if self.grad_clip is not None and self.grad_clip <= 0:
             raise ValueError(f"`grad_clip` ({self.grad_clip}) must be > 0, or None.")
         for name in ("learning_starts", "min_sample_timesteps_per_reporting",
-                     "min_time_s_per_reporting", "num_cpus_per_worker", "epsilon_alpha"):
+                     "min_time_s_per_reporting", "num_cpus_per_worker",
+                     "num_cpus_per_replay_shard", "epsilon_alpha"):
             if getattr(self, name) < 0:
                 raise ValueError(f"`{name}` ({getattr(self, name)}) must be >= 0.")
         if self.model.observation_filter != "NoFilter":

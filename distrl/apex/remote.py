@@ -100,17 +100,21 @@ class ApexRuntime:
         self.reporting = reporting  # actors whose episodes are reported
         self.learner = learner
         timeouts = dict(max_restarts=run.max_restarts, call_timeout_s=run.actor_timeout_s)
-        placement = {"num_cpus": 0}
+        shards = {"num_cpus": config.num_cpus_per_replay_shard}
+        strategy = run.placement_strategy if shards["num_cpus"] else None
         if config.replay_buffer_shards_colocated_with_driver:
+            # The driver runs where it was started, outside any placement group: the
+            # shards follow it by node affinity (the seed's learner + shards bundle).
             here = ray.get_runtime_context().get_node_id()
-            placement["scheduling_strategy"] = NodeAffinitySchedulingStrategy(here, soft=False)
-        self.shards = Supervisor("replay_shards", ReplayShard, shard_kwargs,
-                                 config.num_shards, resources=placement, **timeouts)
+            shards["scheduling_strategy"] = NodeAffinitySchedulingStrategy(here, soft=False)
+            strategy = None
+        self.shards = Supervisor("replay_shards", ReplayShard, shard_kwargs, config.num_shards,
+                                 resources=shards, placement_strategy=strategy, **timeouts)
         try:
             self.actors = Supervisor("apex_actors", _RemoteActor, actor_kwargs,
                                      config.num_workers,
                                      resources={"num_cpus": config.num_cpus_per_worker},
-                                     **timeouts)
+                                     placement_strategy=run.placement_strategy, **timeouts)
         except BaseException:
             self.shards.close()
             raise

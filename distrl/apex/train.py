@@ -122,7 +122,8 @@ def make_engine(config: ApexConfig, run: RunConfig, learner: DQNLearner, obs_spa
     from distrl.apex.remote import ApexRuntime
     from distrl.runtime.cluster import init_ray
 
-    ray_start_s = init_ray(run.address, config.num_workers * config.num_cpus_per_worker)
+    ray_start_s = init_ray(run.address, config.num_workers * config.num_cpus_per_worker
+                           + config.num_shards * config.num_cpus_per_replay_shard)
     engine = ApexRuntime(config, run, learner, actor_kwargs, shard_kwargs, reporting,
                          epsilons.tolist())
     return engine, ray_start_s

@@ -65,6 +65,10 @@ class RunConfig:
     """Continue the run saved in this logdir or checkpoint directory."""
     address: str | None = None
     """Ray cluster to join (else $RAY_ADDRESS, else an embedded local cluster)."""
+    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] | None = None
+    """Place each actor group (env runners, DD-PPO workers, Ape-X actors, match runners)
+    as one Ray placement group of a bundle per actor with this strategy (None: Ray's
+    default scheduling, actor by actor)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Learner device; auto picks CUDA when available."""
     num_torch_threads: int = 1
@@ -85,8 +89,8 @@ class RunConfig:
     """Show live progress on the terminal (only when stderr is a TTY)."""
 
     PER_INVOCATION: ClassVar[tuple[str, ...]] = (
-        "resume", "address", "device", "num_torch_threads", "max_restarts", "actor_timeout_s",
-        "resume_reset", "json", "progress")
+        "resume", "address", "placement_strategy", "device", "num_torch_threads",
+        "max_restarts", "actor_timeout_s", "resume_reset", "json", "progress")
     """Fields a resumed run takes from the new invocation, never from its checkpoint."""
 
     def __post_init__(self) -> None:

@@ -264,6 +264,7 @@ class DDPPOWorkerGroup:
             lambda i, restart: {**make_kwargs(i, restart), "secret": secret},
             cfg.num_workers, max_restarts=run.max_restarts, call_timeout_s=run.actor_timeout_s,
             resources={"num_cpus": cfg.num_cpus_per_worker, "num_gpus": cfg.num_gpus_per_worker},
+            placement_strategy=run.placement_strategy,
             group_failure=lambda err: isinstance(err, CollectiveError))
         try:
             self._form()

@@ -133,7 +133,8 @@ class RayPlayers:
 
         return Supervisor("match_runners", MatchRunner, kwargs, cfg.num_env_runners,
                           max_restarts=run.max_restarts, call_timeout_s=run.actor_timeout_s,
-                          resources={"num_cpus": cfg.num_cpus_per_env_runner})
+                          resources={"num_cpus": cfg.num_cpus_per_env_runner},
+                          placement_strategy=run.placement_strategy)
 
     def _get(self, refs: Any) -> Any:
         """Results of learner and store calls, with the run's actor timeout: a hung

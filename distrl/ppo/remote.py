@@ -19,7 +19,8 @@ class RayRunnerGroup:
                  run: RunConfig):
         self.sup = Supervisor("env_runners", EnvRunner, make_kwargs, num_runners,
                               max_restarts=run.max_restarts, call_timeout_s=run.actor_timeout_s,
-                              resources={"num_cpus": num_cpus})
+                              resources={"num_cpus": num_cpus},
+                              placement_strategy=run.placement_strategy)
 
     def sample(self, weights: Weights, version: int, steps_per_env: int,
                reward_std: float = 1.0) -> list[Rollout]:

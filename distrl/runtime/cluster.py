@@ -37,6 +37,8 @@ def init_ray(address: str | None, cpus_needed: float = 0.0) -> float:
     if address:
         _check_reachable(address)
         ray.init(address=address, namespace=namespace, log_to_driver=True)
+        # The dashboard and `ray list actors` show jobs by namespace: say which is ours.
+        print(f"distrl: joined the Ray cluster at {address}, namespace {namespace}", flush=True)
     else:  # "local": a cluster of our own even when another runs here (ray start, a notebook)
         cpus = max(os.cpu_count() or 1, math.ceil(cpus_needed))
         ray.init(address="local", num_cpus=cpus, namespace=namespace,

@@ -158,12 +158,18 @@ class DistributedLearners:
         per_shard = math.ceil(max_policies / shards)
         self.gpus_per_policy = num_gpus / shards / per_shard
         self.head = head_store()  # on the driver's node, before any learner looks for it
-        # Shards round-robin over the live nodes, the driver's first: each shard's
-        # learners then use their own node's CPUs/GPUs (Ray's SPREAD is best effort and
-        # stacks zero-CPU actors on one node).
+        # Shards round-robin over the live nodes that can hold a learner (a head started
+        # with --num-cpus 0 cannot), the driver's first: each shard's learners then use
+        # their own node's CPUs/GPUs (Ray's SPREAD is best effort and stacks zero-CPU
+        # actors on one node).
         here = ray.get_runtime_context().get_node_id()
-        nodes = sorted((n["NodeID"] for n in ray.nodes() if n["Alive"]),
-                       key=lambda n: n != here)
+        need = {"CPU": self.cpus_per_learner, "GPU": self.gpus_per_policy}
+        nodes = sorted((n["NodeID"] for n in ray.nodes() if n["Alive"] and all(
+            n["Resources"].get(k, 0.0) >= v - 1e-9 for k, v in need.items() if v)),
+            key=lambda n: n != here)
+        if not nodes:
+            raise ValueError(f"no Ray node has {need} for one league learner: lower "
+                             "--num-cpus-per-learner or --num-gpus-for-learners.")
         self.shards = []
         for i in range(shards):
             node = nodes[i % len(nodes)]

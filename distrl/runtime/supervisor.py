@@ -17,6 +17,7 @@ from typing import Any
 import ray
 
 from distrl.runtime.cluster import actor_class
+from distrl.runtime.placement import Placement
 
 MakeKwargs = Callable[[int, int], dict[str, Any]]  # (slot, restart count) -> constructor kwargs
 
@@ -38,7 +39,7 @@ class Supervisor:
 
     def __init__(self, name: str, cls: type, make_kwargs: MakeKwargs, size: int, *,
                  max_restarts: int, call_timeout_s: float, resources: dict[str, float],
-                 start_timeout_s: float = 120.0,
+                 start_timeout_s: float = 120.0, placement_strategy: str | None = None,
                  group_failure: Callable[[Exception], bool] | None = None):
         self.name = name
         self.max_restarts = max_restarts
@@ -49,7 +50,10 @@ class Supervisor:
         self._remote = ray.remote(**resources)(actor_class(cls))
         self._make_kwargs = make_kwargs
         self.restarts = [0] * size
-        self.actors = [self._remote.remote(**make_kwargs(i, 0)) for i in range(size)]
+        # One bundle per slot; None: wherever Ray's default scheduling puts each actor.
+        self.placement = (Placement(name, resources, size, placement_strategy)
+                          if placement_strategy and size else None)
+        self.actors = [self._start(i, 0) for i in range(size)]
         try:
             self.wait_all("start", {i: a.ready.remote() for i, a in enumerate(self.actors)},
                           start_timeout_s)
@@ -112,10 +116,15 @@ class Supervisor:
                 f"{self.restarts[i]} times (max_restarts={self.max_restarts}), giving up.")
         self.restarts[i] += 1
         ray.kill(self.actors[i])
-        self.actors[i] = self._remote.remote(**self._make_kwargs(i, self.restarts[i]))
+        self.actors[i] = self._start(i, self.restarts[i])
         print(f"distrl: {self.name} {i} {fault.reason}; replaced "
               f"(restart {self.restarts[i]}/{self.max_restarts})", flush=True)
         return self.actors[i]
+
+    def _start(self, i: int, restart: int) -> Any:
+        """Slot i's actor; a replacement takes the dead one's bundle."""
+        where = self.placement.options(i) if self.placement else {}
+        return self._remote.options(**where).remote(**self._make_kwargs(i, restart))
 
     def metrics(self) -> dict[str, float]:
         return {f"faults/restarts/{self.name}": sum(self.restarts)}
@@ -123,6 +132,8 @@ class Supervisor:
     def close(self) -> None:
         for a in self.actors:
             ray.kill(a)
+        if self.placement:
+            self.placement.remove()
 
 
 def died(err: Any) -> bool:

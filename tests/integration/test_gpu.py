@@ -1,0 +1,74 @@
+"""GPU paths: the PPO and Ape-X learners on CUDA, league learners on fractional GPUs, DD-PPO
+over nccl. They run where torch sees CUDA devices and skip with the reason elsewhere (this
+project's reference machine has none)."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from distrl import (
+    ApexConfig,
+    DDPPOConfig,
+    ModelConfig,
+    PPOConfig,
+    RunConfig,
+    train_apex,
+    train_ddppo,
+    train_league,
+    train_ppo,
+)
+from distrl.core.checkpoint import Checkpoint
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device: the GPU paths need one")
+TWO_GPUS = pytest.mark.skipif(torch.cuda.device_count() < 2,
+                              reason="nccl needs a GPU per rank: two GPUs")
+TINY = ModelConfig(hiddens=(16,))
+
+
+def cpu_weights(result: dict) -> dict[str, torch.Tensor]:
+    """Saved weights are CPU tensors whatever device trained them (a checkpoint from a GPU
+    run evaluates on a laptop)."""
+    weights = Checkpoint(result["checkpoint"]).tensors("policy", "weights.pt")
+    assert {t.device.type for t in weights.values()} == {"cpu"}
+    assert all(torch.isfinite(t).all() for t in weights.values() if t.is_floating_point())
+    return weights
+
+
+def test_ppo_learner_trains_on_cuda(tmp_path):
+    result = train_ppo(PPOConfig(num_env_runners=0, rollout_fragment_length=64,
+                                 minibatch_size=32, model=TINY),
+                       RunConfig(device="cuda", max_env_steps=512, logdir=str(tmp_path),
+                                 progress=False))
+    assert result["env/steps_total"] >= 512
+    cpu_weights(result)
+
+
+def test_apex_learner_trains_on_cuda(tmp_path):
+    config = ApexConfig(num_workers=0, learning_starts=200, capacity=5_000,
+                        train_batch_size=32, model=TINY)
+    result = train_apex(config, RunConfig(device="cuda", max_env_steps=1_000,
+                                          logdir=str(tmp_path), progress=False))
+    assert result["learner/trained_total"] > 0
+    cpu_weights(result)
+
+
+def test_league_learners_share_one_gpu_on_ray(ray_local, tmp_path):
+    from tests.integration.test_league_ray import CONFIG, GAME
+
+    result = train_league(replace(CONFIG, num_gpus_for_learners=0.9),
+                          RunConfig(env=GAME, logdir=str(tmp_path), progress=False,
+                                    max_env_steps=1_000))
+    assert result["env/steps_total"] >= 1_000 and result["league/num_policies"] >= 3
+
+
+@TWO_GPUS
+def test_ddppo_allreduces_over_nccl(ray_local, tmp_path):
+    config = DDPPOConfig(num_workers=2, num_gpus_per_worker=1, backend="nccl",
+                         num_envs_per_worker=2, rollout_fragment_length=16, minibatch_size=8,
+                         model=TINY)
+    result = train_ddppo(config, RunConfig(max_env_steps=128, logdir=str(tmp_path),
+                                           progress=False))
+    assert result["ddppo/world_size"] == 2
+    cpu_weights(result)
