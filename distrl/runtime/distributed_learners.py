@@ -27,6 +27,7 @@ from distrl.league.players import learner_seed
 from distrl.league.trainer import PolicyTrainer
 from distrl.ppo.config import PPOHyperparams
 from distrl.runtime.cluster import check_resources
+from distrl.runtime.placement import holds
 from distrl.store.policy_cache import PolicySpec, flatten_policy
 from distrl.store.remote import head_store, publish, stop_head_store, wait
 
@@ -164,9 +165,8 @@ class DistributedLearners:
         # actors on one node).
         here = ray.get_runtime_context().get_node_id()
         need = {"CPU": self.cpus_per_learner, "GPU": self.gpus_per_policy}
-        nodes = sorted((n["NodeID"] for n in ray.nodes() if n["Alive"] and all(
-            n["Resources"].get(k, 0.0) >= v - 1e-9 for k, v in need.items() if v)),
-            key=lambda n: n != here)
+        nodes = sorted((n["NodeID"] for n in ray.nodes()
+                        if n["Alive"] and holds(n["Resources"], need)), key=lambda n: n != here)
         if not nodes:
             raise ValueError(f"no Ray node has {need} for one league learner: lower "
                              "--num-cpus-per-learner or --num-gpus-for-learners.")

@@ -2,8 +2,8 @@
 
 One bundle per actor (its CPUs and GPUs), placed by Ray all at once with a strategy:
 PACK (as few nodes as possible), SPREAD (as many as possible), STRICT_PACK (one node),
-STRICT_SPREAD (one node per actor). A replaced actor goes back into its own bundle, so a
-restart never moves work to another node. A request the cluster cannot place is one line
+STRICT_SPREAD (one node per actor). A replaced actor goes back into its own bundle (Ray
+moves a bundle only when its node is lost). A request the cluster cannot place is one line
 naming the bundle, the strategy and what each node has, never an endless wait.
 """
 
@@ -63,20 +63,24 @@ def _check_fits(what: str, bundle: dict[str, float], size: int, strategy: str) -
     the cluster has for STRICT_SPREAD, the whole group bigger than one node for
     STRICT_PACK."""
     nodes = _node_resources()
-    fits = [n for n in nodes if all(n.get(k, 0.0) >= v - 1e-9 for k, v in bundle.items())]
+    fits = [n for n in nodes if holds(n, bundle)]
     need = {k: v * size for k, v in bundle.items()}
     problem = None
     if not fits:
         problem = "no node is that big"
     elif strategy == "STRICT_SPREAD" and len(fits) < size:
         problem = f"STRICT_SPREAD needs {size} such nodes, the cluster has {len(fits)}"
-    elif strategy == "STRICT_PACK" and not any(
-            all(n.get(k, 0.0) >= v - 1e-9 for k, v in need.items()) for n in nodes):
+    elif strategy == "STRICT_PACK" and not any(holds(n, need) for n in nodes):
         problem = f"STRICT_PACK needs {need} on one node"
     if problem:
         raise ValueError(f"cannot place {size} {what} ({bundle} each, {strategy}): {problem}; "
                          f"the nodes have {nodes}. Ask for less, use another "
                          "--placement-strategy, or add nodes.")
+
+
+def holds(node: dict[str, float], need: dict[str, float]) -> bool:
+    """Whether a node's total resources cover ``need`` (Ray's own resource names)."""
+    return all(node.get(k, 0.0) >= v - 1e-9 for k, v in need.items())
 
 
 def _node_resources() -> list[dict[str, float]]:
