@@ -109,6 +109,13 @@ def plasma_objects() -> int:
     return int(re.search(r"(\d+) objects", memory_summary(stats_only=True)).group(1))
 
 
+def alive(actor) -> bool:
+    try:
+        return ray.get(actor.ping.remote())
+    except ray.exceptions.RayActorError:
+        return False
+
+
 def wait_for(condition, timeout_s=10.0):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -214,10 +221,9 @@ def test_weights_outlive_their_publisher(head):
     publisher = Publisher.remote()
     version, expected = ray.get(publisher.publish.remote(head, "orphan", 3))
     ray.kill(publisher)
-    # ray.kill is asynchronous: wait for the death with a call that publishes nothing (a
-    # publish here could still run first and make version 1).
-    with pytest.raises(ray.exceptions.RayActorError):  # returns once the death is known
-        ray.get(publisher.ping.remote())
+    # ray.kill is asynchronous, and a call made just after it can still run (CI saw one): poll
+    # with calls that publish nothing until the death is known.
+    assert wait_for(lambda: not alive(publisher))
     assert ray.get(Probe.remote(head).act.remote("orphan"))[0] == version
     np.testing.assert_allclose(ray.get(Probe.remote(head).act.remote("orphan"))[1], expected,
                                rtol=1e-6, atol=1e-6)
