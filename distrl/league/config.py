@@ -59,6 +59,10 @@ class LeagueConfig(PPOHyperparams):
     league_eval_random_opening_moves: int = 0
     """The first N moves of every evaluation game are uniformly random legal moves, so
     that greedy players meet different positions (metric league/distinct_games/<a>_vs_<b>)."""
+    league_eval_average_window: int = 0
+    """On OpenSpiel games, also the exact NashConv of each main agent's average policy
+    over its last N evaluations (league/nash_conv_avg/<id>; league/nash.py; 0: off).
+    The window starts empty again after a resume."""
     stop_win_rate: float | None = None
     """Stop once every main agent's evaluation win rate reaches this."""
     num_env_runners: int = 0
@@ -87,11 +91,12 @@ class LeagueConfig(PPOHyperparams):
         check_positive(self, "train_batch_size", "num_envs", "league_eval_games",
                        "max_cached_policies")
         if min(self.num_env_runners, self.league_eval_member_games,
-               self.league_eval_random_opening_moves) < 0 or min(
+               self.league_eval_random_opening_moves, self.league_eval_average_window) < 0 or min(
                 self.num_cpus_per_learner, self.num_cpus_per_env_runner,
                 self.num_gpus_for_learners) < 0:
             raise ValueError("num_env_runners, league_eval_member_games, "
-                             "league_eval_random_opening_moves and the CPU and GPU "
+                             "league_eval_random_opening_moves, league_eval_average_window "
+                             "and the CPU and GPU "
                              "counts must be >= 0.")
         if self.league_eval_interval < 0:
             raise ValueError(f"`league_eval_interval` ({self.league_eval_interval}) must be >= 0.")

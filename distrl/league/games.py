@@ -230,29 +230,6 @@ def observe(state: Any, player: int, info_state: bool = True) -> dict[str, np.nd
             "action_mask": np.asarray(state.legal_actions_mask(player), np.int8)}
 
 
-def openspiel_policy(game: Any, probs: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Any:
-    """An open_spiel Policy whose action probabilities come from ``probs(obs, mask)``
-    (over all distinct actions), so that open_spiel's exact exploitability (NashConv)
-    can judge a distrl policy."""
-    policy_lib = import_extra("open_spiel.python.policy", "open_spiel")
-    info_state = game.get_type().provides_information_state_tensor
-
-    class _Policy(policy_lib.Policy):
-        def action_probabilities(self, state: Any, player_id: int | None = None) -> dict:
-            player = state.current_player() if player_id is None else player_id
-            o = observe(state, player, info_state)
-            p = probs(o["observation"], o["action_mask"])
-            return {a: float(p[a]) for a in state.legal_actions(player)}
-
-    return _Policy(game, list(range(game.num_players())))
-
-
-def nash_conv(game: Any, probs: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> float:
-    """OpenSpiel's exact NashConv of the joint policy every player plays with ``probs``."""
-    exploitability = import_extra("open_spiel.python.algorithms.exploitability", "open_spiel")
-    return float(exploitability.nash_conv(game, openspiel_policy(game, probs)))
-
-
 def make_multiagent_env(spec: str | Callable[..., Any], env_config: dict | None = None
                         ) -> Any:
     """An env with the protocol from ``pettingzoo:<name>``, ``openspiel:<game>``,

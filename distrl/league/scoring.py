@@ -16,8 +16,9 @@ from distrl.core.checkpoint import Checkpoint, space_from_json
 from distrl.core.config import from_json
 from distrl.core.evaluation import MAX_PARALLEL, rounds
 from distrl.league.config import LeagueConfig
-from distrl.league.games import make_multiagent_env, nash_conv, split_obs
+from distrl.league.games import make_multiagent_env, split_obs
 from distrl.league.matches import MatchLoop, MatchResult
+from distrl.league.nash import table_nash_conv, tabulate
 from distrl.league.policies import RANDOM, LocalPolicy, RandomPolicy, make_bot
 from distrl.models.distributions import mask_logits
 from distrl.models.recurrent import actor_critic
@@ -212,18 +213,24 @@ def policy_nash_conv(game: str, env_config: dict[str, Any], policy: Any) -> floa
     """OpenSpiel's exact NashConv of the policy (its action probabilities); None for a
     recurrent policy, whose probabilities depend on the seat's history, which OpenSpiel's
     tabular policies (one observation per info state) do not replay."""
+    tabled = policy_table(game, env_config, policy)
+    return None if tabled is None else table_nash_conv(*tabled)
+
+
+def policy_table(game: str, env_config: dict[str, Any], policy: Any
+                 ) -> tuple[Any, np.ndarray] | None:
+    """(the OpenSpiel game, the policy's probabilities at each of its information states:
+    nash.tabulate), or None for a recurrent policy (see policy_nash_conv)."""
     if getattr(policy, "recurrent", False):
         return None
     env = make_multiagent_env(game, env_config)
 
     def probs(obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            logits, _ = policy(torch.as_tensor(obs[None]))
-        return torch.softmax(mask_logits(logits, torch.as_tensor(mask[None]).bool()),
-                             -1)[0].numpy()
+            logits, _ = policy(torch.as_tensor(obs))
+        return torch.softmax(mask_logits(logits, torch.as_tensor(mask).bool()), -1).numpy()
 
     try:
-        return nash_conv(env.game, probs)
+        return env.game, tabulate(env.game, probs)
     finally:
         env.close()
-

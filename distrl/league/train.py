@@ -24,10 +24,11 @@ from distrl.core.config import RunConfig
 from distrl.core.loop import Start, drive, policy_files, save_run, start_run
 from distrl.league.config import LeagueConfig
 from distrl.league.games import make_multiagent_env, policy_obs_space
+from distrl.league.nash import AveragePolicy, table_nash_conv
 from distrl.league.players import LocalPlayers, Players
 from distrl.league.policies import RANDOM
 from distrl.league.rules import League
-from distrl.league.scoring import outcome, play_matches, policy_nash_conv, win_draw_loss
+from distrl.league.scoring import outcome, play_matches, policy_table, win_draw_loss
 
 
 def train_league(config: LeagueConfig | None = None, run: RunConfig | None = None
@@ -88,6 +89,7 @@ class LeagueRun:
         for pid, role in self.config.learner_ids():
             self.league.add_learner(pid, role)
         self.progress = start.progress()
+        self.averages: dict[str, AveragePolicy] = {}  # main agent -> recent evaluations
         state = start.algo_state() if start.ckpt is not None else None
         if state is not None:
             self.league = League.from_json(state["league"], self.config.rules)
@@ -188,11 +190,24 @@ class LeagueRun:
                 out[f"league/draw_rate/{pid}_vs_{opponent}"] = rates[1]
                 out[f"league/distinct_games/{pid}_vs_{opponent}"] = len(
                     {r.history for r in results})
-            nash_conv = (policy_nash_conv(run.env, run.env_config, policies[pid])
-                         if str(run.env).startswith("openspiel:") else None)
-            if nash_conv is not None:
-                out[f"league/nash_conv/{pid}"] = nash_conv
+            out.update(self._nash_conv(pid, policies[pid]))
         out.update({f"league/elo/{p}": r for p, r in self.league.elo.ratings.items()})
+        return out
+
+    def _nash_conv(self, pid: str, policy: Any) -> dict[str, float]:
+        """On OpenSpiel games: the policy's exact NashConv, and its average's over the
+        last league_eval_average_window evaluations when that is on."""
+        run, window = self.start.run, self.config.league_eval_average_window
+        tabled = (policy_table(run.env, run.env_config, policy)
+                  if str(run.env).startswith("openspiel:") else None)
+        if tabled is None:
+            return {}
+        game, table = tabled
+        out = {f"league/nash_conv/{pid}": table_nash_conv(game, table)}
+        if window:
+            average = self.averages.setdefault(pid, AveragePolicy(game, window))
+            average.add(table)
+            out[f"league/nash_conv_avg/{pid}"] = average.nash_conv()
         return out
 
     def _eval_opponents(self, pid: str) -> list[tuple[str, int]]:

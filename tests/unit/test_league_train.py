@@ -99,6 +99,26 @@ def test_league_refuses_single_agent_evaluation_and_bad_counts(tmp_path):
         LeagueConfig(league_eval_interval=0, stop_win_rate=0.9)
 
 
+def test_league_logs_the_nash_conv_of_its_average_policy_on_kuhn(tmp_path):
+    import json
+
+    pytest.importorskip("pyspiel")
+    config = LeagueConfig(rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0),
+                          train_batch_size=64, minibatch_size=32, num_epochs=1, num_envs=4,
+                          league_eval_interval=1, league_eval_games=2,
+                          league_eval_average_window=3)
+    train_league(config, run(tmp_path, env="openspiel:kuhn_poker", max_env_steps=600))
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if "league/nash_conv_avg/main_0" in r]
+    now = [r["league/nash_conv/main_0"] for r in rows]
+    avg = [r["league/nash_conv_avg/main_0"] for r in rows]
+    assert len(rows) >= 4
+    assert avg[0] == pytest.approx(now[0], abs=1e-12)  # the average of one policy is it
+    assert all(abs(a - n) > 1e-9 for a, n in zip(avg[1:], now[1:], strict=True))
+    with pytest.raises(ValueError, match="league_eval_average_window"):
+        LeagueConfig(league_eval_average_window=-1)
+
+
 def test_evaluate_league_rates_and_exact_nash_conv_on_kuhn(tmp_path):
     import numpy as np
     from open_spiel.python import policy as policy_lib

@@ -7,7 +7,7 @@ pytest.importorskip("pettingzoo")
 pyspiel = pytest.importorskip("pyspiel")
 
 from distrl.league import games as multiagent  # noqa: E402
-from distrl.league.games import OpenSpielEnv, make_multiagent_env, nash_conv, split_obs  # noqa: E402
+from distrl.league.games import OpenSpielEnv, make_multiagent_env, split_obs  # noqa: E402
 
 
 def play(env, columns):
@@ -108,49 +108,6 @@ def test_openspiel_refuses_illegal_actions_and_simultaneous_games():
         env.step({agent: 5})
     with pytest.raises(ValueError, match="simultaneous"):
         OpenSpielEnv("matrix_rps")
-
-
-def test_nash_conv_matches_open_spiel_for_uniform_and_cfr():
-    from open_spiel.python import policy as policy_lib
-    from open_spiel.python.algorithms import cfr, exploitability
-
-    game = pyspiel.load_game("kuhn_poker")
-    uniform = nash_conv(game, lambda obs, mask: mask / mask.sum())
-    assert uniform == pytest.approx(
-        exploitability.nash_conv(game, policy_lib.UniformRandomPolicy(game)))
-    assert uniform > 0.5
-    solver = cfr.CFRSolver(game)
-    for _ in range(300):
-        solver.evaluate_and_update_policy()
-    average = solver.average_policy()
-
-    def cfr_probs(obs, mask):
-        # Look up CFR's tabular policy by the information-state tensor we observe.
-        for state in states:
-            if np.array_equal(multiagent.observe(state, state.current_player())["observation"],
-                              obs):
-                p = np.zeros(len(mask))
-                for a, q in average.action_probabilities(state).items():
-                    p[a] = q
-                return p
-        raise AssertionError("unknown information state")
-
-    states = [s for s in _decision_states(game)]
-    assert nash_conv(game, cfr_probs) < 0.01
-
-
-def _decision_states(game):
-    stack, out = [game.new_initial_state()], []
-    while stack:
-        s = stack.pop()
-        if s.is_terminal():
-            continue
-        if s.is_chance_node():
-            stack += [s.child(a) for a, _ in s.chance_outcomes()]
-            continue
-        out.append(s)
-        stack += [s.child(a) for a in s.legal_actions()]
-    return out
 
 
 def test_make_multiagent_env_specs_and_errors(monkeypatch):

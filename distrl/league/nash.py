@@ -1,0 +1,105 @@
+"""Exact NashConv of distrl policies on OpenSpiel games, and of a policy's average.
+
+A policy is judged as a table: its action probabilities at every information state of
+the game (OpenSpiel's TabularPolicy), from one batched forward over all of them, then
+OpenSpiel's exact exploitability (NashConv: what best responses gain, summed over the
+players, when every player plays the table).
+
+Self-play iterates hover or cycle around an equilibrium; their average lies closer to
+it (the time average of no-regret play converges, which is why CFR reports its average
+policy). ``AveragePolicy`` is the average of a player's last ``window`` tables as a
+behaviour policy: playing one of them, picked uniformly per game, does at information
+state s what the reach-weighted mean does, sum_k r_k(s) pi_k(.|s) / sum_k r_k(s), where
+r_k(s) is the product of pi_k's own action probabilities on the way to s (Kuhn's
+theorem, perfect recall). A plain mean of the tables would be another, wrong policy.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from distrl.league.games import import_extra, observe
+
+Probs = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""(observations [B, ...], masks [B, A]) -> action probabilities [B, A] (0 where illegal)."""
+
+
+def tabulate(game: Any, probs: Probs) -> np.ndarray:
+    """[information states, actions]: ``probs`` at every information state of ``game``,
+    rows in OpenSpiel's TabularPolicy order, in one call."""
+    policy_lib = import_extra("open_spiel.python.policy", "open_spiel")
+    info_state = game.get_type().provides_information_state_tensor
+    states = policy_lib.TabularPolicy(game).states
+    seen = [observe(s, s.current_player(), info_state) for s in states]
+    return np.asarray(probs(np.stack([o["observation"] for o in seen]),
+                            np.stack([o["action_mask"] for o in seen])), np.float64)
+
+
+def table_nash_conv(game: Any, table: np.ndarray) -> float:
+    """OpenSpiel's exact NashConv when every player plays ``table``."""
+    policy_lib = import_extra("open_spiel.python.policy", "open_spiel")
+    exploitability = import_extra("open_spiel.python.algorithms.exploitability", "open_spiel")
+    tabular = policy_lib.TabularPolicy(game)
+    tabular.action_probability_array[:] = table
+    return float(exploitability.nash_conv(game, tabular))
+
+
+def nash_conv(game: Any, probs: Probs) -> float:
+    """OpenSpiel's exact NashConv of the joint policy every player plays with ``probs``."""
+    return table_nash_conv(game, tabulate(game, probs))
+
+
+class AveragePolicy:
+    """The reach-weighted average of the last ``window`` tables added (module doc)."""
+
+    def __init__(self, game: Any, window: int):
+        if window < 1:
+            raise ValueError(f"an average over {window} policies is empty; window >= 1.")
+        policy_lib = import_extra("open_spiel.python.policy", "open_spiel")
+        self.game = game
+        self.parts: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=window)
+        self.last: np.ndarray | None = None
+        tabular = policy_lib.TabularPolicy(game)
+        paths = [_own_path(game, tabular.state_lookup, s) for s in tabular.states]
+        n, length = len(paths), max(map(len, paths), default=0) or 1
+        # (row, action) of each own decision on the way to each information state; padding
+        # points at an extra row of ones, so a reach is one gather and a product.
+        self.path_rows = np.full((n, length), n)
+        self.path_actions = np.zeros((n, length), np.int64)
+        for i, path in enumerate(paths):
+            for j, (row, action) in enumerate(path):
+                self.path_rows[i, j], self.path_actions[i, j] = row, action
+
+    def add(self, table: np.ndarray) -> None:
+        """One more iterate (a ``tabulate`` table); the oldest leaves a full window."""
+        padded = np.vstack([table, np.ones((1, table.shape[1]))])
+        reach = padded[self.path_rows, self.path_actions].prod(axis=1)
+        self.parts.append((table * reach[:, None], reach))
+        self.last = table
+
+    def table(self) -> np.ndarray:
+        """The average's table; an information state no iterate reaches keeps the last
+        iterate's row (its player never gets there, so it changes no payoff)."""
+        if self.last is None:
+            raise ValueError("no policy added to the average yet.")
+        weighted = sum(p for p, _ in self.parts)
+        reach = sum(r for _, r in self.parts)[:, None]
+        return np.where(reach > 0, weighted / np.maximum(reach, 1e-300), self.last)
+
+    def nash_conv(self) -> float:
+        return table_nash_conv(self.game, self.table())
+
+
+def _own_path(game: Any, lookup: dict[str, int], state: Any) -> list[tuple[int, int]]:
+    """The (table row, action) of each decision of ``state``'s player before it, replayed
+    from the root along its history."""
+    player, replay, path = state.current_player(), game.new_initial_state(), []
+    for action in state.history():
+        if replay.current_player() == player:
+            path.append((lookup[replay.information_state_string(player)], action))
+        replay.apply_action(action)
+    return path

@@ -1,0 +1,79 @@
+"""Exact NashConv of tabulated policies, and the reach-weighted average of iterates."""
+
+import numpy as np
+import pytest
+
+pyspiel = pytest.importorskip("pyspiel")
+
+from open_spiel.python import policy as policy_lib  # noqa: E402
+from open_spiel.python.algorithms import cfr, exploitability  # noqa: E402
+
+from distrl.league.games import observe  # noqa: E402
+from distrl.league.nash import AveragePolicy, nash_conv, table_nash_conv, tabulate  # noqa: E402
+
+KUHN = pyspiel.load_game("kuhn_poker")
+
+
+def uniform(obs, mask):
+    return mask / mask.sum(-1, keepdims=True)
+
+
+def test_nash_conv_matches_open_spiel_for_uniform_and_cfr():
+    assert nash_conv(KUHN, uniform) == pytest.approx(
+        exploitability.nash_conv(KUHN, policy_lib.UniformRandomPolicy(KUHN)))
+    solver = cfr.CFRSolver(KUHN)
+    for _ in range(300):
+        solver.evaluate_and_update_policy()
+    average = solver.average_policy()
+    states = policy_lib.TabularPolicy(KUHN).states
+    by_obs = {observe(s, s.current_player())["observation"].tobytes():
+              average.policy_for_key(s.information_state_string()) for s in states}
+
+    def cfr_probs(obs, mask):  # CFR's table, looked up by the observation we tabulate
+        return np.stack([by_obs[o.tobytes()] for o in obs])
+
+    assert nash_conv(KUHN, cfr_probs) == pytest.approx(
+        exploitability.nash_conv(KUHN, average), abs=1e-12)
+    assert nash_conv(KUHN, cfr_probs) < 0.01
+
+
+def test_tabulate_asks_once_for_every_information_state():
+    calls = []
+
+    def probs(obs, mask):
+        calls.append(len(obs))
+        return uniform(obs, mask)
+
+    table = tabulate(KUHN, probs)
+    assert calls == [12] and table.shape == (12, 2)  # Kuhn: 12 information states
+    np.testing.assert_allclose(table, 0.5)
+
+
+def test_the_average_of_cfr_iterates_is_cfrs_average_policy():
+    # CFR's average policy is the reach-weighted mean of its iterates, the very quantity
+    # AveragePolicy computes: a plain mean of the tables would be another policy.
+    solver = cfr.CFRSolver(KUHN)
+    average = AveragePolicy(KUHN, window=30)
+    for _ in range(30):
+        average.add(solver.current_policy().action_probability_array.copy())
+        solver.evaluate_and_update_policy()
+    np.testing.assert_allclose(average.table(),
+                               solver.average_policy().action_probability_array, atol=1e-12)
+    last = table_nash_conv(KUHN, average.last)
+    assert average.nash_conv() < 0.5 * last  # the iterates cycle; their average does not
+
+
+def test_the_window_keeps_only_the_newest_iterates():
+    rng = np.random.default_rng(0)
+    tables = [rng.dirichlet([1, 1], size=12) for _ in range(5)]
+    windowed, fresh = AveragePolicy(KUHN, window=3), AveragePolicy(KUHN, window=3)
+    for t in tables:
+        windowed.add(t)
+    for t in tables[2:]:
+        fresh.add(t)
+    np.testing.assert_allclose(windowed.table(), fresh.table(), atol=1e-12)
+    one = AveragePolicy(KUHN, window=1)
+    one.add(tables[0])
+    np.testing.assert_allclose(one.table(), tables[0], atol=1e-12)
+    with pytest.raises(ValueError, match="window >= 1"):
+        AveragePolicy(KUHN, window=0)
