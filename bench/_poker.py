@@ -5,9 +5,11 @@ the same run for reference.
 
 Each script gives its game, its LeagueConfig and its defaults; the league's checkpoint
 and metrics go to bench/out/runs/league_<game>_<seed>, the curves to
-bench/out/league_<game>.json (for bench/plot_league.py). The last line is JSON: the
-curve's first, best and last values, its median over the last 60 s (the bar), the time
-it first went below each level (null: never), and CFR+'s.
+bench/out/league_<game>.json (for bench/plot_league.py). The last line is JSON: for the
+main agent's policy (nash_conv_*) and, where the config sets league_eval_average_window,
+its average over its last evaluations (avg_nash_conv_*): the curve's first, best and last
+values, its median over the last 60 s (the bar), the time it first went below each level
+(null: never); and CFR+'s.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ OUT = Path(__file__).parent / "out"
 
 
 def run_distrl(game: str, config: Any, seconds: float, seed: int
-               ) -> list[tuple[float, float]]:
-    """(seconds, NashConv of main_0) at each of the league's evaluations."""
+               ) -> dict[str, list[tuple[float, float]]]:
+    """{"policy": (seconds, NashConv of main_0) at each of the league's evaluations,
+    "average": the same for its average policy (league_eval_average_window)}."""
     from distrl import RunConfig, train_league
 
     logdir = OUT / f"runs/league_{game}_{seed}"
@@ -33,12 +36,14 @@ def run_distrl(game: str, config: Any, seconds: float, seed: int
     train_league(config, RunConfig(env=f"openspiel:{game}", seed=seed,
                                    max_env_steps=10**9, max_time_s=seconds,
                                    logdir=str(logdir), progress=False))
-    curve = []
+    curves: dict[str, list[tuple[float, float]]] = {"policy": [], "average": []}
     for line in (logdir / "metrics.jsonl").read_text().splitlines():
         row = json.loads(line)
-        if "league/nash_conv/main_0" in row:
-            curve.append((row["time/total_s"], row["league/nash_conv/main_0"]))
-    return curve
+        for name, key in (("policy", "league/nash_conv/main_0"),
+                          ("average", "league/nash_conv_avg/main_0")):
+            if key in row:
+                curves[name].append((row["time/total_s"], row[key]))
+    return curves
 
 
 def run_cfr_plus(game: str, seconds: float) -> list[tuple[float, float]]:
@@ -70,17 +75,28 @@ def main(game: str, config: Any, seconds: float, levels: tuple[float, ...],
     ap.add_argument("--cfr-seconds", type=float, default=cfr_seconds)
     args = ap.parse_args()
     OUT.mkdir(exist_ok=True)
-    distrl = run_distrl(game, config, args.seconds, args.seed)
+    curves = run_distrl(game, config, args.seconds, args.seed)
     cfr_curve = run_cfr_plus(game, args.cfr_seconds)
-    (OUT / f"league_{game}.json").write_text(json.dumps({"distrl": distrl, "cfr": cfr_curve}))
-    values = [v for _, v in distrl]
+    (OUT / f"league_{game}.json").write_text(json.dumps({**curves, "cfr": cfr_curve}))
     out = {"game": game, "seconds": args.seconds, "seed": args.seed,
-           "evaluations": len(distrl), "nash_conv_first": values[0],
-           "nash_conv_best": min(values), "nash_conv_last": values[-1],
-           "nash_conv_median_last_60s": statistics.median(
-               v for t, v in distrl if t >= distrl[-1][0] - 60),
-           "cfr_plus_iterations": len(cfr_curve), "cfr_plus_nash_conv_last": cfr_curve[-1][1]}
+           "evaluations": len(curves["policy"]), "cfr_plus_iterations": len(cfr_curve),
+           "cfr_plus_nash_conv_last": cfr_curve[-1][1]}
     for level in levels:
-        out[f"distrl_s_below_{level}"] = first_below(distrl, level)
         out[f"cfr_plus_s_below_{level}"] = first_below(cfr_curve, level)
+    for name, prefix in (("policy", "nash_conv"), ("average", "avg_nash_conv")):
+        if curves[name]:
+            out.update(summarize(curves[name], prefix, levels))
     print(json.dumps(out))
+
+
+def summarize(curve: list[tuple[float, float]], prefix: str, levels: tuple[float, ...]
+              ) -> dict[str, float | None]:
+    """First, best, last, the median over the last 60 s (the bar), first times below."""
+    values, end = [v for _, v in curve], curve[-1][0]
+    out: dict[str, float | None] = {
+        f"{prefix}_first": values[0], f"{prefix}_best": min(values),
+        f"{prefix}_last": values[-1],
+        f"{prefix}_median_last_60s": statistics.median(v for t, v in curve if t >= end - 60)}
+    for level in levels:
+        out[f"{prefix}_s_below_{level}"] = first_below(curve, level)
+    return out

@@ -22,7 +22,7 @@ CONFIG = LeagueConfig(
     model=ModelConfig(hiddens=(128, 128)),
     train_batch_size=4096, minibatch_size=1024, num_epochs=4,
     lr_schedule=((0, 3e-4), (10_000_000, 3e-5)), use_kl_loss=False, num_envs=64,
-    league_eval_interval=4, league_eval_games=20)
+    league_eval_interval=4, league_eval_games=20, league_eval_average_window=50)
 
 if __name__ == "__main__":
     main("leduc_poker", CONFIG, seconds=1800.0, levels=(1.0, 0.5, 0.2), cfr_seconds=30.0)

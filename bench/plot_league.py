@@ -71,8 +71,11 @@ def poker(game: str, goal: float) -> None:
     """NashConv over wall time of bench/league_kuhn.py or league_leduc.py (_poker.py)."""
     data = json.loads((HERE / f"out/league_{game}.json").read_text())
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(*zip(*data["distrl"], strict=True),
+    ax.plot(*zip(*data["policy"], strict=True), alpha=0.5,
             label="distrl league: main_0 (PPO, magnetic mirror descent)")
+    if data["average"]:
+        ax.plot(*zip(*data["average"], strict=True),
+                label="distrl league: main_0's average over its last evaluations")
     ax.plot(*zip(*data["cfr"], strict=True), label="OpenSpiel CFR+ (average policy)")
     ax.axhline(goal, color="gray", ls="--", lw=1, label=f"goal {goal}")
     ax.set(xscale="log", yscale="log", xlabel="wall time (s)", ylabel="NashConv",
