@@ -205,7 +205,9 @@ class LeagueRun:
         game, table = tabled
         out = {f"league/nash_conv/{pid}": table_nash_conv(game, table)}
         if window:
-            average = self.averages.setdefault(pid, AveragePolicy(game, window))
+            if pid not in self.averages:  # built once: it walks the game's tree
+                self.averages[pid] = AveragePolicy(game, window)
+            average = self.averages[pid]
             average.add(table)
             out[f"league/nash_conv_avg/{pid}"] = average.nash_conv()
         return out
