@@ -6,10 +6,12 @@ each (200: 100 per seat), every game opened with ``--opening-moves`` random move
 bot's random rollouts already vary the games; distinct_games says how much).
 
     python bench/league_connect4_mcts.py [--train-s 1200] [--seed 0] [--set FIELD=JSON ...]
+        [--ladder random mcts:50 mcts:200 mcts:800]
 
 ``--set`` replaces a field of the tuned LeagueConfig (a JSON value, e.g.
 ``--set entropy_coeff=0.003`` or ``--set 'model={"hiddens": [128, 128]}'``), for
-experiments. Checkpoint and metrics go to bench/out/runs/league_c4_mcts_<seed>. The last
+experiments. Checkpoint and metrics go to bench/out/runs/<--name>_<seed>
+(league_c4_mcts_<seed> by default). The last
 line is JSON: win_rate_vs_mcts200 (the bar: >= 0.5) and the draw and loss rates, the same
 for every rung, training seconds and the main agent's moves.
 """
@@ -47,10 +49,10 @@ def configured(overrides: list[str]) -> Any:
     return from_json(LeagueConfig, saved)
 
 
-def train(config: Any, seed: int, seconds: float) -> tuple[str, dict[str, Any]]:
+def train(config: Any, seed: int, seconds: float, name: str) -> tuple[str, dict[str, Any]]:
     from distrl import RunConfig, train_league
 
-    logdir = OUT / f"runs/league_c4_mcts_{seed}"
+    logdir = OUT / f"runs/{name}_{seed}"
     shutil.rmtree(logdir, ignore_errors=True)
     t = time.perf_counter()
     result = train_league(config, RunConfig(env="pettingzoo:connect_four_v3", seed=seed,
@@ -60,13 +62,14 @@ def train(config: Any, seed: int, seconds: float) -> tuple[str, dict[str, Any]]:
                                   "env_steps": result["env/steps_total"]}
 
 
-def ladder(checkpoint: str, seed: int, opening_moves: int, games: int) -> dict[str, Any]:
+def ladder(checkpoint: str, seed: int, opening_moves: int, games: int,
+           bots: list[str]) -> dict[str, Any]:
     from distrl.core.checkpoint import Checkpoint
     from distrl.league.scoring import evaluate_league
 
     league = Checkpoint(checkpoint).json("progress", "progress.json")["algo"]["league"]
     snaps = [p["id"] for p in league["players"] if p["parent"] == "main_0"]
-    rungs = list(LADDER) + ([snaps[0], snaps[-1]] if snaps else [])
+    rungs = bots + ([snaps[0], snaps[-1]] if snaps else [])
     out: dict[str, Any] = {"snapshots": len(snaps)}
     for opponent in rungs:
         t = time.perf_counter()
@@ -88,9 +91,12 @@ if __name__ == "__main__":
     ap.add_argument("--opening-moves", type=int, default=0)
     ap.add_argument("--games", type=int, default=200, help="per rung, half in each seat")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=JSON")
+    ap.add_argument("--name", default="league_c4_mcts", help="the run is runs/<name>_<seed>")
+    ap.add_argument("--ladder", nargs="+", default=list(LADDER), help="the bots to play")
     args = ap.parse_args()
     config = configured(args.set)
-    checkpoint, trained = train(config, args.seed, args.train_s)
+    checkpoint, trained = train(config, args.seed, args.train_s, args.name)
     print(json.dumps({"trained": trained, "overrides": args.set}), flush=True)
-    print(json.dumps({**ladder(checkpoint, args.seed, args.opening_moves, args.games), **trained,
+    print(json.dumps({**ladder(checkpoint, args.seed, args.opening_moves, args.games,
+                              args.ladder), **trained,
                       "seed": args.seed, "overrides": args.set}))

@@ -1,15 +1,16 @@
-"""Plots of a league run: Elo over training and the payoff table as a heat map, and the
-poker NashConv curves of bench/league_kuhn.py and bench/league_leduc.py.
+"""Plots of a league run: Elo over training and the payoff table as a heat map, Elo
+against the fixed ladder of bench/league_elo.py, and the poker NashConv curves of
+bench/league_kuhn.py and bench/league_leduc.py.
 
     distrl train league --tuned connect_four --num-main-exploiters 1 \\
         --num-league-exploiters 1 --stop-win-rate None --max-env-steps 2000000 \\
         --max-time-s 240 --league-eval-games 40 --league-eval-member-games 20 \\
         --logdir bench/out/runs/league_c4_full
-    python bench/league_kuhn.py; python bench/league_leduc.py
+    python bench/league_kuhn.py; python bench/league_leduc.py; python bench/league_elo.py
     python bench/plot_league.py [bench/out/runs/league_c4_full]
 
 Writes docs/img/league_elo.png, docs/img/league_payoff.png, docs/img/league_kuhn.png,
-docs/img/league_leduc.png.
+docs/img/league_leduc.png, docs/img/league_elo_ladder.png.
 """
 
 from __future__ import annotations
@@ -85,11 +86,31 @@ def poker(game: str, goal: float) -> None:
     save(fig, IMG / f"league_{game.split('_')[0]}.png")
 
 
+def ladder_elo() -> None:
+    """Elo over training time against the fixed ladder of bench/league_elo.py."""
+    data = json.loads((HERE / "out/league_elo.json").read_text())
+    elo, train_s = data["elo"], data["train_s"]
+    order = sorted(train_s, key=train_s.get)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot([train_s[p] for p in order], [elo[p] for p in order], "o-",
+            label="main agent: snapshots, then the final policy")
+    for bot, color in zip(data["bots"], ("gray", "tab:green", "tab:orange", "tab:red"),
+                          strict=True):
+        ax.axhline(elo[bot], color=color, ls="--", lw=1, label=bot.replace("mcts:", "MCTS "))
+    ax.set(xscale="log", xlabel="training seconds", ylabel="Elo (random = 0)",
+           title=f"Connect four: one Elo fit of {data['games_per_pairing']} games a pairing")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    save(fig, IMG / "league_elo_ladder.png")
+
+
 def main() -> None:
     run = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "out/runs/league_c4_full"
     if run.exists():
         elo(run)
         payoff(run)
+    if (HERE / "out/league_elo.json").exists():
+        ladder_elo()
     for game, goal in (("kuhn_poker", 0.01), ("leduc_poker", 0.2)):
         if (HERE / f"out/league_{game}.json").exists():
             poker(game, goal)

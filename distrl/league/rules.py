@@ -153,6 +153,35 @@ class Elo:
         self.ratings[b] = self.rating(b) - delta
 
 
+def fit_elo(results: list[tuple[str, str, float, float]], anchor: str,
+            prior_games: float = 1.0, iterations: int = 10_000) -> dict[str, float]:
+    """Elo ratings that best explain a set of results at once (the Bradley-Terry maximum
+    likelihood: P(a beats b) = 1 / (1 + 10^((R_b - R_a) / 400))), ``anchor`` at 0.
+
+    ``results`` holds (a, b, a's score, games) with draws scored as half a win. Unlike
+    the online Elo above, the fit does not depend on the order of the games, so ratings
+    of players rated at different times are comparable. Every pair that played gets
+    ``prior_games`` extra drawn games, so a player that never lost has a finite rating
+    (BayesElo's prior); every player must be connected to the anchor by games."""
+    ids = sorted({p for a, b, _, _ in results for p in (a, b)})
+    index = {p: i for i, p in enumerate(ids)}
+    wins = np.zeros((len(ids), len(ids)))
+    for a, b, score, games in results:
+        wins[index[a], index[b]] += score + prior_games / 2
+        wins[index[b], index[a]] += games - score + prior_games / 2
+    games_played = wins + wins.T
+    strength = np.ones(len(ids))
+    # Hunter's (2004) MM update: strength_i <- wins_i / sum_j n_ij / (s_i + s_j).
+    for _ in range(iterations):
+        new = wins.sum(1) / (games_played / (strength[:, None] + strength[None, :])).sum(1)
+        new /= new[index[anchor]]
+        done = np.max(np.abs(np.log(new / strength))) < 1e-10
+        strength = new
+        if done:
+            break
+    return {p: float(400.0 * np.log10(strength[i])) for p, i in index.items()}
+
+
 @dataclass
 class Player:
     """A learner (trainable, role in ROLES) or a frozen snapshot of one."""

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from distrl.league.rules import Elo, League, LeagueRules, PayoffTable, pfsp_weights
+from distrl.league.rules import Elo, League, LeagueRules, PayoffTable, fit_elo, pfsp_weights
 
 
 def test_pfsp_weights_by_hand():
@@ -57,6 +57,23 @@ def league(**rules):
     lg.add_learner("mx", "main_exploiter")
     lg.add_learner("lx", "league_exploiter")
     return lg
+
+
+def test_fit_elo_by_hand():
+    # a scores 3 of 4 against b: P = 3/4 = 1 / (1 + 10^(-d/400)), so d = 400 log10(3).
+    one = fit_elo([("a", "b", 3.0, 4.0)], anchor="b", prior_games=0.0)
+    assert one["b"] == 0.0
+    assert one["a"] == pytest.approx(400 * np.log10(3), abs=1e-6)
+    # A chain adds up: c never met a, yet sits two steps below it; draws count half.
+    chain = fit_elo([("a", "b", 3.0, 4.0), ("b", "c", 2.5, 4.0), ("c", "b", 1.0, 2.0)],
+                    anchor="a", prior_games=0.0)
+    assert chain["b"] == pytest.approx(-400 * np.log10(3), abs=1e-6)
+    assert chain["c"] == pytest.approx(chain["b"] - 400 * np.log10(3.5 / 2.5), abs=1e-6)
+    # The order of the games does not matter, and the prior keeps a perfect score finite.
+    assert fit_elo([("c", "b", 1.0, 2.0), ("b", "c", 2.5, 4.0), ("a", "b", 3.0, 4.0)],
+                   anchor="a", prior_games=0.0) == pytest.approx(chain)
+    sweep = fit_elo([("a", "b", 10.0, 10.0)], anchor="b", prior_games=1.0)
+    assert sweep["a"] == pytest.approx(400 * np.log10(10.5 / 0.5), abs=1e-6)
 
 
 def test_snapshot_rules_threshold_games_and_budget():
