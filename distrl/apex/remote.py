@@ -26,8 +26,8 @@ from distrl.apex.roles import (
     DQNLearner,
     ReplayShard,
     WeightSync,
+    batches_to_request,
     next_shard,
-    updates_due,
 )
 from distrl.core.config import RunConfig
 from distrl.runtime.cluster import release_ray
@@ -141,7 +141,7 @@ class ApexRuntime:
         the env steps and episodes it collected and the counters."""
         t0 = time.perf_counter()
         out = {"env_steps": 0, "returns": [], "lengths": []}
-        self.counts["sampled_by_shards"] = 0
+        self.counts.update(sampled_by_shards=0, lag_sum=0, fragments=0)
         while (time.perf_counter() - t0 < min_time_s) or out["env_steps"] < min_env_steps:
             self._launch()
             done, _ = ray.wait(list(self.calls), num_returns=1, timeout=0.02)
@@ -159,10 +159,8 @@ class ApexRuntime:
         for i in range(self.config.num_workers):
             if i not in self.busy_actors:
                 self._launch_actor(i)
-        if not self._may_train():
-            return
-        free = self.config.learner_queue_size - self.thread.inq.qsize()
-        free -= sum(self.sample_requests)
+        free = batches_to_request(self.config, self.stored, self.learner.trained - self.trained0,
+                                  self.thread.inq.qsize() + sum(self.sample_requests))
         while free > 0:
             s = next_shard(self.sample_requests, self.sampled,
                            self.config.replay_requests_per_shard)
@@ -173,9 +171,6 @@ class ApexRuntime:
             self.calls[ref] = _Call("sample", s, time.monotonic())
             self.sample_requests[s] += 1
             free -= 1
-
-    def _may_train(self) -> bool:
-        return updates_due(self.config, self.stored, self.learner.trained - self.trained0) > 0
 
     def _launch_actor(self, i: int) -> None:
         weights, version = None, self.learner.updates
@@ -218,6 +213,10 @@ class ApexRuntime:
     def _count_fragment(self, i: int, stats: dict[str, Any], out: dict[str, Any]) -> None:
         self.syncs[i].since += stats["env_steps"]
         out["env_steps"] += stats["env_steps"]
+        self.counts[f"env_steps/{i}"] += stats["env_steps"]
+        # How stale the acting weights were, in learner updates, when the fragment landed.
+        self.counts["lag_sum"] += self.learner.updates - stats["version"]
+        self.counts["fragments"] += 1
         lost = stats.get("lost", 0)
         self.stored += stats["transitions"] - lost
         self.counts["lost"] += lost
@@ -278,6 +277,9 @@ class ApexRuntime:
                 "replay/bytes_per_transition": float(np.mean(bytes_per)) if bytes_per else 0.0,
                 "learner/queue_size": float(self.thread.inq.qsize()),
                 "apex/weight_syncs": float(self.counts["weight_syncs"]),
+                "apex/policy_lag": self.counts["lag_sum"] / max(self.counts["fragments"], 1),
+                **{f"apex/{k}": float(v) for k, v in self.counts.items()
+                   if k.startswith("env_steps/")},
                 **{f"replay/sampled/{s}": float(n) for s, n in enumerate(self.sampled)},
                 **self.actors.metrics(), **self.shards.metrics()}
 

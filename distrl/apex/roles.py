@@ -269,6 +269,17 @@ def updates_due(config: ApexConfig, stored: int, trained: int) -> int:
     return max(0, math.ceil((ratio * stored - trained) / config.train_batch_size))
 
 
+def batches_to_request(config: ApexConfig, stored: int, trained: int, pending: int) -> int:
+    """Replay batches the driver asks the shards for now, with ``pending`` already queued
+    for the learner or requested. With training_intensity, only those still owed: more
+    would train ahead of the data, on batches sampled with stale priorities (which made
+    whole runs slower, see docs/benchmarks.md). Without, enough to fill the queue."""
+    due = updates_due(config, stored, trained)
+    if config.training_intensity is None:
+        return config.learner_queue_size - pending if due else 0
+    return min(due, config.learner_queue_size) - pending
+
+
 SHARD_ID_SPAN = 1 << 48
 """Insertion ids a shard incarnation may hand out: the r-th replacement of a shard
 counts its ids from r x SHARD_ID_SPAN, so a priority update still in flight for its dead

@@ -70,12 +70,19 @@ def test_actors_get_new_weights_only_after_max_weight_sync_delay(ray_local):
         assert 2 <= syncs <= 2 * (fragments_per_actor / 4 + 1) + 2
         versions = ray_module.get([a.weights_version.remote() for a in engine.actors.actors])
         assert max(versions) > 0 and learner.updates > 0
+        metrics = engine.metrics()
+        assert metrics["apex/env_steps/0"] + metrics["apex/env_steps/1"] == out["env_steps"]
+        synced_lag = metrics["apex/policy_lag"]
     finally:
         engine.close()
-    never, _ = runtime(max_weight_sync_delay=10**9)
+    never, never_learner = runtime(max_weight_sync_delay=10**9)
     try:
         never.iterate(min_time_s=1.0, min_env_steps=1_000)
-        assert never.metrics()["apex/weight_syncs"] == 2  # the initial weights only
+        metrics = never.metrics()
+        assert metrics["apex/weight_syncs"] == 2  # the initial weights only
+        # Acting with version 0 throughout: the lag is the learner's updates so far.
+        assert 0 < metrics["apex/policy_lag"] <= never_learner.updates
+        assert metrics["apex/policy_lag"] > synced_lag
     finally:
         never.close()
 

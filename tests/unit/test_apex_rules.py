@@ -3,7 +3,7 @@
 from collections import deque
 
 from distrl import ApexConfig
-from distrl.apex.roles import WeightSync, next_shard, updates_due
+from distrl.apex.roles import WeightSync, batches_to_request, next_shard, updates_due
 
 
 def simulate_learner_bound(shards: int, limit: int, queue_size: int, batches: int) -> list[int]:
@@ -33,6 +33,20 @@ def test_next_shard_fills_the_least_busy_and_respects_the_limit():
     assert next_shard([1, 0, 1], [0, 50, 0], limit=2) == 1
     assert next_shard([1, 1], [30, 10], limit=2) == 1  # tie: the one sampled least
     assert next_shard([2, 2], [0, 0], limit=2) is None
+
+
+def test_batches_requested_never_run_ahead_of_training_intensity():
+    cfg = ApexConfig(learning_starts=100, train_batch_size=10, training_intensity=2.0,
+                     learner_queue_size=16)
+    assert batches_to_request(cfg, stored=99, trained=0, pending=0) == 0
+    # 100 transitions owe 20 batches; the queue holds 16, of which 3 are pending.
+    assert batches_to_request(cfg, stored=100, trained=0, pending=3) == 13
+    # 2 owed, 1 already requested: ask for one more, not for a full queue.
+    assert batches_to_request(cfg, stored=100, trained=180, pending=1) == 1
+    assert batches_to_request(cfg, stored=100, trained=180, pending=2) <= 0
+    plain = ApexConfig(learning_starts=100, training_intensity=None, learner_queue_size=16)
+    assert batches_to_request(plain, stored=99, trained=0, pending=0) == 0
+    assert batches_to_request(plain, stored=100, trained=10**6, pending=5) == 11
 
 
 def test_updates_due_follows_learning_starts_and_training_intensity():
