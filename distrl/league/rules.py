@@ -49,6 +49,10 @@ class LeagueRules:
     """...having played each at least this many (decayed) games."""
     snapshot_steps: int = 2_000_000
     """Freeze anyway after this many of the learner's env steps since its last snapshot."""
+    exploiter_snapshot_steps: int = 0
+    """The same budget for exploiters (0: snapshot_steps). A main exploiter restarts at
+    each snapshot, so a budget sized for the main agent's frequent snapshots ends its
+    life before it can beat anything."""
     league_exploiter_reset_prob: float = 0.25
     """Chance that a league exploiter restarts from scratch after a snapshot."""
     elo_k: float = 16.0
@@ -73,8 +77,10 @@ class LeagueRules:
         if not 0.0 < self.payoff_decay <= 1.0 or self.prior_games <= 0:
             raise ValueError(f"payoff_decay ({self.payoff_decay}) must be in (0, 1] and "
                              f"prior_games ({self.prior_games}) > 0.")
-        if self.snapshot_steps <= 0 or self.min_games_for_decision < 0:
-            raise ValueError("snapshot_steps must be > 0 and min_games_for_decision >= 0.")
+        if (self.snapshot_steps <= 0 or self.exploiter_snapshot_steps < 0
+                or self.min_games_for_decision < 0):
+            raise ValueError("snapshot_steps must be > 0, exploiter_snapshot_steps >= 0 and "
+                             "min_games_for_decision >= 0.")
 
 
 def pfsp_weights(win_rates: np.ndarray, weighting: str = "hard") -> np.ndarray:
@@ -292,7 +298,10 @@ class League:
         (main exploiters: the main agents; others: all snapshots) beaten at
         snapshot_win_rate over enough games."""
         r, p = self.rules, self.players[learner]
-        if env_steps - p.steps_at_snapshot >= r.snapshot_steps:
+        budget = r.snapshot_steps
+        if p.role != "main_agent" and r.exploiter_snapshot_steps:
+            budget = r.exploiter_snapshot_steps
+        if env_steps - p.steps_at_snapshot >= budget:
             return True
         opponents = (self.learners("main_agent") if p.role == "main_exploiter"
                      else self.snapshots())

@@ -97,6 +97,17 @@ def test_snapshot_rules_threshold_games_and_budget():
     assert lg.ready_to_snapshot("mx", 0)
 
 
+def test_exploiters_have_a_step_budget_of_their_own():
+    lg = league(snapshot_steps=100, exploiter_snapshot_steps=1000)
+    assert lg.ready_to_snapshot("main", 100)
+    assert not lg.ready_to_snapshot("mx", 999) and not lg.ready_to_snapshot("lx", 999)
+    assert lg.ready_to_snapshot("mx", 1000) and lg.ready_to_snapshot("lx", 1000)
+    shared = league(snapshot_steps=100)  # 0: the exploiters use snapshot_steps
+    assert shared.ready_to_snapshot("mx", 100) and shared.ready_to_snapshot("lx", 100)
+    with pytest.raises(ValueError, match="exploiter_snapshot_steps >= 0"):
+        LeagueRules(exploiter_snapshot_steps=-1)
+
+
 def test_snapshot_copies_results_and_rating():
     lg = league(payoff_decay=1.0)
     lg.record("main", "lx", 1.0, rated=True)
