@@ -272,8 +272,8 @@ def updates_due(config: ApexConfig, stored: int, trained: int) -> int:
 def batches_to_request(config: ApexConfig, stored: int, trained: int, pending: int) -> int:
     """Replay batches the driver asks the shards for now, with ``pending`` already queued
     for the learner or requested. With training_intensity, only those still owed: more
-    would train ahead of the data, on batches sampled with stale priorities (which made
-    whole runs slower, see docs/benchmarks.md). Without, enough to fill the queue."""
+    would train ahead of the data, on batches sampled with stale priorities, by an amount
+    that depends on timing. Without, enough to fill the queue."""
     due = updates_due(config, stored, trained)
     if config.training_intensity is None:
         return config.learner_queue_size - pending if due else 0
