@@ -19,7 +19,7 @@ from distrl.core.types import Rollout
 from distrl.league.config import LeagueConfig
 from distrl.league.games import make_multiagent_env
 from distrl.league.matches import MatchLoop, MatchResult
-from distrl.league.policies import RANDOM, LocalPolicy, RandomPolicy
+from distrl.league.policies import LocalPolicy, outside_players
 from distrl.league.trainer import PolicyTrainer
 from distrl.models.recurrent import actor_critic
 
@@ -86,9 +86,9 @@ class LocalPlayers:
         self.trainers = {pid: PolicyTrainer(obs_space, act_space, cfg, magnet=cfg.magnet,
                                             seed=learner_seed(run.seed, pid))
                          for pid, _ in cfg.learner_ids()}
-        self.policies: dict[str, Any] = {RANDOM: RandomPolicy(int(act_space.n))}
-        self.policies.update({pid: LocalPolicy(t.model) for pid, t in self.trainers.items()})
         envs = [make_multiagent_env(run.env, run.env_config) for _ in range(cfg.num_envs)]
+        self.policies = outside_players(int(act_space.n), cfg.rules.bots, envs[0], run.seed)
+        self.policies.update({pid: LocalPolicy(t.model) for pid, t in self.trainers.items()})
         self.games = MatchLoop(envs, choose, run.seed, cfg.model.max_seq_len)
         self.env_name = env_name(run.env)
         self.pending: dict[str, Rollout] = {}
@@ -128,7 +128,7 @@ class LocalPlayers:
     def get_state(self) -> dict[str, Any]:
         """Weights of every policy; optimizer, KL coefficient and steps of learners."""
         return {"weights": {pid: p.module.state_dict() for pid, p in self.policies.items()
-                            if pid != RANDOM},
+                            if isinstance(p, LocalPolicy)},
                 "trainers": {pid: _without_model(t.get_state())
                              for pid, t in self.trainers.items()}}
 

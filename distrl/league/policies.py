@@ -156,6 +156,15 @@ class SearchBot:
                     self.name)
 
 
+def outside_players(n: int | None, bots: tuple[str, ...], env: Any, seed: int
+                    ) -> dict[str, Any]:
+    """The players of a league game that are not league policies, by id: the random
+    player (over ``n`` actions; none where the actions are not discrete) and the rules'
+    training bots."""
+    random = {RANDOM: RandomPolicy(n)} if n is not None else {}
+    return {**random, **{spec: make_bot(spec, env, seed) for spec in bots if spec != RANDOM}}
+
+
 def make_bot(spec: str, env: Any, seed: int = 0) -> ScriptedPolicy | SearchBot:
     """The bot ``spec`` names for games like ``env``: ``mcts:<simulations>`` (perfect-
     information games with an OpenSpiel state) or ``module:callable``."""

@@ -16,7 +16,7 @@ import torch
 from distrl.core.sampling import seed_for
 from distrl.league.games import make_multiagent_env
 from distrl.league.matches import MatchLoop, MatchResult
-from distrl.league.policies import RANDOM, RandomPolicy
+from distrl.league.policies import RANDOM, RandomPolicy, outside_players
 from distrl.runtime.cluster import check_resources, init_ray, release_ray
 from distrl.runtime.distributed_learners import DistributedLearners
 from distrl.runtime.supervisor import Supervisor, cause, died, last_line
@@ -32,7 +32,8 @@ class MatchRunner:
 
     def __init__(self, game: Any, env_config: dict[str, Any], num_envs: int, seed: int,
                  head: Any, mappings: list[dict[str, str]], gamma: float, lambda_: float,
-                 max_cached_policies: int = 64, max_seq_len: int = 20):
+                 max_cached_policies: int = 64, max_seq_len: int = 20,
+                 bots: tuple[str, ...] = ()):
         self.gamma, self.lambda_, self.max_cached = gamma, lambda_, max_cached_policies
         self.reader = PolicyReader(head, max_cached_policies)
         self.rng = np.random.default_rng(seed)
@@ -40,7 +41,9 @@ class MatchRunner:
         self.mappings, self.next = list(mappings), 0
         envs = [make_multiagent_env(game, env_config) for _ in range(num_envs)]
         space = envs[0].action_space(envs[0].possible_agents[0])
-        self.random = RandomPolicy(int(space.n)) if hasattr(space, "n") else None
+        # Players that are not in the store: the random player (discrete games) and bots.
+        n = int(space.n) if hasattr(space, "n") else None
+        self.outside = outside_players(n, bots, envs[0], seed)
         self.loop = MatchLoop(envs, self._choose, seed, max_seq_len)
 
     def _choose(self, env_index: int) -> dict[str, str]:
@@ -59,16 +62,15 @@ class MatchRunner:
         self.mappings, self.next = list(mappings), 0
         seated = {s.policy_id for seats in self.loop.seats for s in seats.values()}
         self.reader.refresh(sorted(({p for m in mappings for p in m.values()} | seated)
-                                   - {RANDOM}))
+                                   - set(self.outside)))
         batch = self.loop.collect(self._policy, set(replays), min_samples, self.gamma,
                                   self.lambda_, self.generator)
         ray.get([replays[pid].add.remote(pid, r) for pid, r in batch.rollouts.items()])
         return batch.results, batch.env_steps
 
     def _policy(self, policy_id: str) -> Any:
-        if policy_id == RANDOM and self.random is not None:
-            return self.random
-        return self.reader.policy(policy_id)
+        outside = self.outside.get(policy_id)
+        return outside if outside is not None else self.reader.policy(policy_id)
 
     def rehome(self, head: Any) -> None:
         """Read from a rebuilt policy store (the old one's views are dropped)."""
@@ -129,7 +131,7 @@ class RayPlayers:
                         seed=seed_for(run.seed, index, restart), head=self.learners.head,
                         mappings=self._draw(cfg.num_envs, self.ids), gamma=cfg.gamma,
                         lambda_=cfg.gae_lambda, max_cached_policies=cfg.max_cached_policies,
-                        max_seq_len=cfg.model.max_seq_len)
+                        max_seq_len=cfg.model.max_seq_len, bots=cfg.rules.bots)
 
         return Supervisor("match_runners", MatchRunner, kwargs, cfg.num_env_runners,
                           max_restarts=run.max_restarts, call_timeout_s=run.actor_timeout_s,

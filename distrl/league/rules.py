@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 ROLES = ("main_agent", "main_exploiter", "league_exploiter")
+BOTS = ("bot",)
+"""The pool of LeagueRules.bots, as _pfsp names pools by role."""
 WEIGHTINGS = ("hard", "variance", "linear")
 
 
@@ -39,6 +41,12 @@ class LeagueRules:
     exploiter_check_prob: float = 0.15
     """Main agents: chance of a match against the exploiters' snapshots (PFSP), so that
     found exploits get fixed; the rest is PFSP over all snapshots."""
+    bots: tuple[str, ...] = ()
+    """Fixed players outside the league that main agents also train against, named as
+    distrl eval --opponent names them: random, mcts:<simulations> (OpenSpiel's MCTS) or
+    module:callable. Their games enter the payoff table; they never learn."""
+    bot_prob: float = 0.0
+    """Main agents: chance of a match against one of the bots (PFSP over them)."""
     payoff_decay: float = 0.99
     """Old results of a pair are multiplied by this at each new result of the pair."""
     prior_games: float = 1.0
@@ -67,13 +75,22 @@ class LeagueRules:
         if self.pfsp_weighting not in WEIGHTINGS:
             raise ValueError(f"pfsp_weighting must be one of {', '.join(WEIGHTINGS)}; "
                              f"got {self.pfsp_weighting!r}.")
-        probs = (self.self_play_prob, self.exploiter_check_prob,
+        probs = (self.self_play_prob, self.exploiter_check_prob, self.bot_prob,
                  self.league_exploiter_reset_prob, self.snapshot_win_rate)
         if not all(0.0 <= p <= 1.0 for p in probs) or (
-                self.self_play_prob + self.exploiter_check_prob > 1.0):
-            raise ValueError("self_play_prob, exploiter_check_prob (summing to <= 1), "
-                             "league_exploiter_reset_prob and snapshot_win_rate are "
+                self.self_play_prob + self.exploiter_check_prob + self.bot_prob > 1.0):
+            raise ValueError("self_play_prob, exploiter_check_prob, bot_prob (summing to "
+                             "<= 1), league_exploiter_reset_prob and snapshot_win_rate are "
                              "probabilities in [0, 1].")
+        object.__setattr__(self, "bots", tuple(self.bots))  # a list from saved JSON
+        for bot in self.bots:
+            if bot != "random" and ":" not in bot:
+                raise ValueError(f"bot {bot!r}: give random, mcts:<simulations> or "
+                                 "module:callable.")
+        if bool(self.bots) != (self.bot_prob > 0):
+            raise ValueError(f"bots {list(self.bots)} and bot_prob {self.bot_prob} go "
+                             "together: name bots (e.g. --bots mcts:25) and give bot_prob "
+                             "> 0, or neither.")
         if not 0.0 < self.payoff_decay <= 1.0 or self.prior_games <= 0:
             raise ValueError(f"payoff_decay ({self.payoff_decay}) must be in (0, 1] and "
                              f"prior_games ({self.prior_games}) > 0.")
@@ -248,7 +265,10 @@ class League:
         exploiters = ("main_exploiter", "league_exploiter")
         if u < r.exploiter_check_prob and self._pool(exploiters):
             return self._pfsp(learner, rng, exploiters)
-        if u < r.exploiter_check_prob + r.self_play_prob or not self._pool():
+        u -= r.exploiter_check_prob
+        if 0 <= u < r.bot_prob:
+            return self._pfsp(learner, rng, BOTS)
+        if u < r.bot_prob + r.self_play_prob or not self._pool():
             return self._any_main(rng)  # self-play (itself or another main agent)
         return self._pfsp(learner, rng)
 
@@ -265,10 +285,11 @@ class League:
         return mains[int(rng.integers(len(mains)))]
 
     def _pool(self, roles: tuple[str, ...] = ROLES, parent: str | None = None) -> list[str]:
-        """snapshots(roles, parent), cached."""
+        """snapshots(roles, parent), or the rules' bots for BOTS; cached."""
         key = ("pool", roles, parent)
         if key not in self._cache:
-            self._cache[key] = self.snapshots(roles, parent)
+            self._cache[key] = (list(self.rules.bots) if roles == BOTS
+                                else self.snapshots(roles, parent))
         return self._cache[key]
 
     def _pfsp(self, learner: str, rng: np.random.Generator, roles: tuple[str, ...] = ROLES,

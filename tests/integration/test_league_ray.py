@@ -31,7 +31,7 @@ def test_runner_switches_mappings_at_next_reset_and_picks_up_new_versions(ray_lo
     a_first = {"player_0": "a", "player_1": "random"}
     a_second = {"player_0": "random", "player_1": "a"}
     runner = ray.remote(num_cpus=0)(MatchRunner).remote(
-        GAME, {}, 4, 0, learners.head, [a_first], 0.99, 0.95)
+        GAME, {}, 4, 0, learners.head, [a_first], 0.99, 0.95, bots=("mcts:2",))
     replay = learners.get("a")[1]
     try:
         results, _ = ray.get(runner.play.remote([a_first], {"a": replay}, 200))
@@ -47,6 +47,10 @@ def test_runner_switches_mappings_at_next_reset_and_picks_up_new_versions(ray_lo
             mine = [r.policies for r in results if r.env == env_index]
             assert all(m == a_second for m in mine[1:]), (env_index, mine)
         assert sum(r.policies == a_second for r in results) > 4
+        # A training bot plays its seats in the runner, not through the store.
+        a_bot = {"player_0": "mcts:2", "player_1": "a"}
+        results, _ = ray.get(runner.play.remote([a_bot], {"a": replay}, 200))
+        assert sum(r.policies == a_bot for r in results) > 4
     finally:
         ray.kill(runner)
         learners.stop()

@@ -147,6 +147,27 @@ def test_main_agent_matchmaking_frequencies():
     assert counts["lx@1"] == pytest.approx(0.15 + 0.5 * w_hard[1], abs=0.02)
 
 
+def test_main_agents_train_against_bots_by_pfsp():
+    lg = league(self_play_prob=0.35, exploiter_check_prob=0.15, bot_prob=0.3,
+                bots=("mcts:10", "mcts:200"), payoff_decay=1.0)
+    lg.snapshot("lx", 0)
+    for _ in range(30):  # mcts:10 is easy for main, mcts:200 hard
+        lg.record("main", "mcts:10", 1.0)
+        lg.record("main", "mcts:200", 0.0)
+    rng = np.random.default_rng(0)
+    picks = [lg.get_match("main", rng) for _ in range(10_000)]
+    counts = {k: picks.count(k) / len(picks) for k in set(picks)}
+    w_hard = pfsp_weights(lg.payoff.win_rates("main", ["mcts:10", "mcts:200"]), "hard")
+    assert counts["mcts:200"] == pytest.approx(0.3 * w_hard[1], abs=0.02)
+    assert counts.get("mcts:10", 0.0) == pytest.approx(0.3 * w_hard[0], abs=0.002)
+    assert counts["main"] == pytest.approx(0.35, abs=0.02)  # self-play keeps its share
+    assert counts["lx@1"] == pytest.approx(0.35, abs=0.02)  # checks 0.15 + PFSP 0.2
+    # Only main agents play bots, and bots are never snapshot opponents.
+    assert not {lg.get_match(p, rng) for p in ("mx", "lx") for _ in range(500)} & set(
+        lg.rules.bots)
+    assert lg.payoff.win_rate("main", "mcts:200") < 0.05
+
+
 def test_draws_follow_results_recorded_between_them():
     # Draws share cached PFSP weights; every recorded result must renew them.
     lg = league(payoff_decay=1.0)
@@ -196,6 +217,15 @@ def test_rules_validation_and_roles():
         LeagueRules(self_play_prob=0.9, exploiter_check_prob=0.2)
     with pytest.raises(ValueError, match="payoff_decay"):
         LeagueRules(payoff_decay=0)
+    with pytest.raises(ValueError, match="go together"):
+        LeagueRules(bots=("mcts:10",))
+    with pytest.raises(ValueError, match="go together"):
+        LeagueRules(bot_prob=0.2)
+    with pytest.raises(ValueError, match="give random, mcts:<simulations>"):
+        LeagueRules(bots=("mcts10",), bot_prob=0.2)
+    with pytest.raises(ValueError, match="summing to <= 1"):
+        LeagueRules(self_play_prob=0.5, exploiter_check_prob=0.15, bots=("random",),
+                    bot_prob=0.4)
     with pytest.raises(ValueError, match="role must be one of"):
         League().add_learner("x", "coach")
     lg = league()

@@ -1,5 +1,7 @@
 """train_league in one process on connect four: roles, snapshots, resets, resume."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -59,6 +61,21 @@ def test_league_trains_snapshots_and_resumes_its_league(tmp_path):
         for k, v in weights[snap["id"]].items():
             torch.testing.assert_close(weights2[snap["id"]][k], v, rtol=0, atol=0)
     assert again["iteration"] > first["iteration"]
+
+
+def test_main_agents_train_against_bots_and_bots_stay_out_of_checkpoints(tmp_path):
+    cfg = dataclasses.replace(SMALL, rules=LeagueRules(
+        num_main_exploiters=0, num_league_exploiters=0, self_play_prob=0.0,
+        exploiter_check_prob=0.0, bots=("mcts:2", "random"), bot_prob=1.0))
+    out = train_league(cfg, run(tmp_path, max_env_steps=600))
+    ckpt = Checkpoint(out["checkpoint"])
+    payoff = ckpt.json("progress", "progress.json")["algo"]["league"]["payoff"]
+    # Every training game of main_0 was against a bot (its results, decayed, are there).
+    assert set(payoff["main_0"]) == {"mcts:2", "random"}
+    assert payoff["mcts:2"]["main_0"][2] > 0
+    assert set(ckpt.tensors("learner", "state.pt")["weights"]) == {"main_0"}
+    again = train_league(cfg, run(tmp_path, resume=str(tmp_path), max_env_steps=900))
+    assert again["env/steps_total"] >= 900
 
 
 def test_resume_restores_the_league_state(tmp_path):
