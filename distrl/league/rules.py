@@ -359,7 +359,8 @@ class League:
         return reset
 
     def to_json(self) -> dict[str, Any]:
-        return {"rules": dataclasses.asdict(self.rules),
+        # bots as a list: the form the saved JSON reads back as.
+        return {"rules": {**dataclasses.asdict(self.rules), "bots": list(self.rules.bots)},
                 "players": [dataclasses.asdict(p) for p in self.players.values()],
                 "payoff": self.payoff.results, "elo": self.elo.ratings}
 
