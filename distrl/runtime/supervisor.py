@@ -44,6 +44,7 @@ class Supervisor:
         self.name = name
         self.max_restarts = max_restarts
         self.call_timeout_s = call_timeout_s
+        self.start_timeout_s = start_timeout_s
         self.resources = resources
         # An error that is the group's, not the actor's own (DD-PPO: a failed collective).
         self._group_failure = group_failure or (lambda err: False)
