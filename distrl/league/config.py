@@ -25,13 +25,23 @@ class Magnet:
     coeff: Annotated[float, tyro.conf.arg(name="magnet-coeff")] = 0.0
     """Weight of KL(policy || magnet) in the loss (0: off)."""
     update_steps: Annotated[int, tyro.conf.arg(name="magnet-update-steps")] = 0
-    """A learner's env steps between magnet updates (each makes the magnet the current
-    policy); 0: the magnet stays the initial policy."""
+    """A learner's env steps before its first magnet update (each makes the magnet the
+    current policy); 0: the magnet stays the initial policy."""
+    update_growth: Annotated[float, tyro.conf.arg(name="magnet-update-growth")] = 1.0
+    """Each magnet phase is this many times longer than the one before (R-NaD lengthens
+    its phases so that the policy settles near each magnet's fixed point); 1: constant."""
 
     def __post_init__(self) -> None:
         if self.coeff < 0 or self.update_steps < 0:
             raise ValueError(f"magnet coeff ({self.coeff}) and update_steps "
                              f"({self.update_steps}) must be >= 0.")
+        if self.update_growth < 1:
+            raise ValueError(f"magnet update_growth ({self.update_growth}) must be >= 1: "
+                             "phases may lengthen, not shorten.")
+
+    def phase_steps(self, updates: int) -> int:
+        """Env steps from the magnet's ``updates``-th update to its next one."""
+        return round(self.update_steps * self.update_growth ** updates)
 
 
 @dataclass(frozen=True)

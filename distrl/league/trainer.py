@@ -48,7 +48,7 @@ class PolicyTrainer:
         self.learner = Learner(self.model, self.cfg.lr_at(self.env_steps), self.cfg.grad_clip)
         self.kl_coeff = self.cfg.kl_coeff
         self.magnet = copy.deepcopy(self.model) if self.magnet_cfg.coeff > 0 else None
-        self.magnet_at = self.env_steps
+        self.magnet_at, self.magnet_updates = self.env_steps, 0
 
     def update(self, rollout: Rollout, generator: torch.Generator | None = None
                ) -> dict[str, float]:
@@ -68,10 +68,10 @@ class PolicyTrainer:
 
     def _magnet_inputs(self, batch: PPOBatch) -> torch.Tensor:
         """The magnet's masked logits on the batch, after moving it to the policy when due."""
-        every = self.magnet_cfg.update_steps
+        every = self.magnet_cfg.phase_steps(self.magnet_updates)
         if every and self.env_steps - self.magnet_at >= every:
             self.magnet.load_state_dict(self.model.state_dict())
-            self.magnet_at = self.env_steps
+            self.magnet_at, self.magnet_updates = self.env_steps, self.magnet_updates + 1
         with torch.no_grad():
             if batch.sequences is None:
                 logits = self.magnet(batch.obs, value=False)[0]
@@ -84,7 +84,7 @@ class PolicyTrainer:
         magnet = None if self.magnet is None else self.magnet.state_dict()
         return {**self.learner.get_state(), "kl_coeff": self.kl_coeff,
                 "env_steps": self.env_steps, "magnet": magnet, "magnet_at": self.magnet_at,
-                "resets": self.resets}
+                "magnet_updates": self.magnet_updates, "resets": self.resets}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.learner.set_state(state)
@@ -93,4 +93,5 @@ class PolicyTrainer:
         if self.magnet is not None:
             self.magnet.load_state_dict(state["magnet"])
             self.magnet_at = int(state["magnet_at"])
+            self.magnet_updates = int(state.get("magnet_updates", 0))  # absent in a restart
 

@@ -226,3 +226,27 @@ def test_trainer_moves_its_magnet_to_the_policy_every_update_steps():
     assert PolicyTrainer(*spaces, cfg).magnet is None  # off by default
     with pytest.raises(ValueError, match="must be >= 0"):
         Magnet(coeff=-1.0)
+
+
+def test_magnet_phases_lengthen_by_update_growth_and_resume():
+    from distrl.league.config import Magnet
+    from distrl.league.trainer import PolicyTrainer
+    from tests.fakes import random_rollout
+
+    torch.manual_seed(0)
+    spaces = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
+    cfg = PPOHyperparams(minibatch_size=32, num_epochs=1, lr=1e-2, use_kl_loss=False)
+    magnet = Magnet(coeff=0.5, update_steps=64, update_growth=2.0)
+    assert [magnet.phase_steps(k) for k in range(3)] == [64, 128, 256]
+    trainer = PolicyTrainer(*spaces, cfg, magnet=magnet)
+    moved = []
+    for i in range(8):  # 32 steps per update: phases of 64 then 128 steps
+        trainer.update(random_rollout(32, i))
+        moved.append(trainer.magnet_at)
+        if i == 3:  # a checkpoint mid-phase keeps the schedule
+            restored = PolicyTrainer(*spaces, cfg, magnet=magnet)
+            restored.set_state(trainer.get_state())
+            assert (restored.magnet_at, restored.magnet_updates) == (64, 1)
+    assert moved == [0, 64, 64, 64, 64, 192, 192, 192]
+    with pytest.raises(ValueError, match="update_growth"):
+        Magnet(update_growth=0.5)
