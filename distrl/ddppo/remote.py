@@ -318,11 +318,7 @@ class DDPPOWorkerGroup:
             )
         state = self.sup.wait_all("send its state",
                                   {alive[0]: self.sup.actors[alive[0]].learner_state.remote()})[0]
-        for i, fault in gone.items():
-            self.sup.replace(i, fault)
-        # A new process (torch, envs) may take longer to start than one call may take.
-        self.sup.wait_all("restart", {i: self.sup.actors[i].ready.remote() for i in gone},
-                          self.sup.start_timeout_s)
+        self.sup.replace_all(gone)
         ref = ray.put(state)
         self.sup.wait_all("load the survivors' state",
                           {i: self.sup.actors[i].set_learner_state.remote(ref) for i in gone})

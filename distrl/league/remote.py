@@ -165,8 +165,10 @@ class RayPlayers:
             out.update(done)
             # A runner that lost a replay or the store plays again once they are back.
             healed = any(f.peer for f in faults.values()) and self._heal()
-            actors = {i: self.runners.actors[i] if f.peer and healed
-                      else self.runners.replace(i, f) for i, f in faults.items()}
+            retry = {i for i, f in faults.items() if f.peer and healed}
+            actors = {i: self.runners.actors[i] for i in retry}
+            actors.update(self.runners.replace_all(
+                {i: f for i, f in faults.items() if i not in retry}))
         results = [r for i in sorted(out) for r in out[i][0]]
         return results, sum(steps for _, steps in out.values())
 

@@ -32,7 +32,7 @@ class RayRunnerGroup:
                 {i: a.sample.remote(steps_per_env, ref, version, reward_std=reward_std)
                  for i, a in actors.items()})
             results.update(done)
-            actors = {i: self.sup.replace(i, fault) for i, fault in faults.items()}
+            actors = self.sup.replace_all(faults)
         return [results[i] for i in sorted(results)]
 
     def metrics(self) -> dict[str, float]:

@@ -109,8 +109,24 @@ class Supervisor:
         return results, faults
 
     def replace(self, i: int, fault: Fault) -> Any:
-        """Kill slot ``i``'s actor and start a new one (fresh seed); raises after
-        max_restarts replacements of this slot."""
+        """Slot ``i``'s new actor (see replace_all)."""
+        return self.replace_all({i: fault})[i]
+
+    def replace_all(self, faults: dict[int, Fault]) -> dict[int, Any]:
+        """Kill each faulty slot's actor and start a new one (fresh seed), then wait for
+        them to start: a new process (torch, envs) may take longer to start than one
+        call may take, and its first call must not be charged for it. A replacement
+        that dies or hangs while starting is replaced again; raises after max_restarts
+        replacements of a slot."""
+        pending = dict(faults)
+        while pending:
+            for i, fault in pending.items():
+                self._restart(i, fault)
+            _, pending = self.settle({i: self.actors[i].ready.remote() for i in pending},
+                                     self.start_timeout_s)
+        return {i: self.actors[i] for i in faults}
+
+    def _restart(self, i: int, fault: Fault) -> None:
         if self.restarts[i] >= self.max_restarts:
             raise RuntimeError(
                 f"{self.name} {i} {fault.reason}; it was already replaced "
@@ -120,7 +136,6 @@ class Supervisor:
         self.actors[i] = self._start(i, self.restarts[i])
         print(f"distrl: {self.name} {i} {fault.reason}; replaced "
               f"(restart {self.restarts[i]}/{self.max_restarts})", flush=True)
-        return self.actors[i]
 
     def _start(self, i: int, restart: int) -> Any:
         """Slot i's actor; a replacement takes the dead one's bundle."""
