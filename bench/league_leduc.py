@@ -5,8 +5,10 @@ within 1,800 s (OpenSpiel's R-NaD reference: about 0.2 after 1M learner steps).
     python bench/league_leduc.py [--seconds 1800] [--seed 0]
 
 The same league as Kuhn's (pure self-play with magnetic mirror descent), with a wider
-network for Leduc's 936 information states and a slower schedule: an untuned first
-setting.
+network for Leduc's 936 information states, a stronger magnet whose phases lengthen by
+10% each (a constant phase descends faster at first, then climbs back as the magnet
+follows the policy's entropy down; docs/benchmarks.md has the trials), and a learning
+rate at its floor from 3M moves.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from distrl import LeagueConfig, LeagueRules, Magnet, ModelConfig
 CONFIG = LeagueConfig(
     rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0,
                       self_play_prob=1.0, exploiter_check_prob=0.0),
-    magnet=Magnet(coeff=0.5, update_steps=200_000),
+    magnet=Magnet(coeff=2.0, update_steps=200_000, update_growth=1.1),
     model=ModelConfig(hiddens=(128, 128)),
     train_batch_size=4096, minibatch_size=1024, num_epochs=4,
-    lr_schedule=((0, 3e-4), (10_000_000, 3e-5)), use_kl_loss=False, num_envs=64,
+    lr_schedule=((0, 3e-4), (3_000_000, 3e-5)), use_kl_loss=False, num_envs=64,
     league_eval_interval=4, league_eval_games=20, league_eval_average_window=50)
 
 if __name__ == "__main__":
