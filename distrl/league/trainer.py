@@ -93,5 +93,6 @@ class PolicyTrainer:
         if self.magnet is not None:
             self.magnet.load_state_dict(state["magnet"])
             self.magnet_at = int(state["magnet_at"])
-            self.magnet_updates = int(state.get("magnet_updates", 0))  # absent in a restart
+            # Absent when a Ray learner restarts before its first checkpoint: phases start over.
+            self.magnet_updates = int(state.get("magnet_updates", 0))
 
