@@ -30,12 +30,13 @@ OUT = Path(__file__).parent / "out"
 LADDER = ("random", "mcts:50", "mcts:200", "mcts:800")
 
 
-def configured(overrides: list[str]) -> Any:
+def configured(algo: str, overrides: list[str]) -> Any:
     from distrl.core.config import from_json
-    from distrl.league.config import LeagueConfig
     from distrl.tuned import tuned
 
-    config = dataclasses.replace(tuned("connect_four", "league").config, stop_win_rate=None)
+    config = tuned("connect_four", algo).config
+    if algo == "league":
+        config = dataclasses.replace(config, stop_win_rate=None)
     fields = {}
     for item in overrides:
         name, _, value = item.partition("=")
@@ -46,16 +47,18 @@ def configured(overrides: list[str]) -> Any:
     saved = json.loads(json.dumps(dataclasses.asdict(config)))
     for name, value in fields.items():
         saved[name] = {**saved[name], **value} if isinstance(value, dict) else value
-    return from_json(LeagueConfig, saved)
+    return from_json(type(config), saved)
 
 
-def train(config: Any, seed: int, seconds: float, name: str) -> tuple[str, dict[str, Any]]:
-    from distrl import RunConfig, train_league
+def train(algo: str, config: Any, seed: int, seconds: float, name: str
+          ) -> tuple[str, dict[str, Any]]:
+    from distrl import RunConfig, train_alphazero, train_league
 
     logdir = OUT / f"runs/{name}_{seed}"
     shutil.rmtree(logdir, ignore_errors=True)
     t = time.perf_counter()
-    result = train_league(config, RunConfig(env="pettingzoo:connect_four_v3", seed=seed,
+    trainer = train_alphazero if algo == "alphazero" else train_league
+    result = trainer(config, RunConfig(env="pettingzoo:connect_four_v3", seed=seed,
                                             max_env_steps=10**9, max_time_s=seconds,
                                             logdir=str(logdir), progress=False))
     return result["checkpoint"], {"train_s": time.perf_counter() - t,
@@ -67,8 +70,9 @@ def ladder(checkpoint: str, seed: int, opening_moves: int, games: int,
     from distrl.core.checkpoint import Checkpoint
     from distrl.league.scoring import evaluate_league
 
-    league = Checkpoint(checkpoint).json("progress", "progress.json")["algo"]["league"]
-    snaps = [p["id"] for p in league["players"] if p["parent"] == "main_0"]
+    league = Checkpoint(checkpoint).json("progress", "progress.json")["algo"].get("league")
+    players = league["players"] if league else []  # AlphaZero keeps no snapshots
+    snaps = [p["id"] for p in players if p["parent"] == "main_0"]
     rungs = bots + ([snaps[0], snaps[-1]] if snaps else [])
     out: dict[str, Any] = {"snapshots": len(snaps)}
     for opponent in rungs:
@@ -88,15 +92,17 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--train-s", type=float, default=1200.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--algo", choices=("league", "alphazero"), default="league",
+                    help="the tuned connect-four league, or AlphaZero self-play with search")
     ap.add_argument("--opening-moves", type=int, default=0)
     ap.add_argument("--games", type=int, default=200, help="per rung, half in each seat")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=JSON")
     ap.add_argument("--name", default="league_c4_mcts", help="the run is runs/<name>_<seed>")
     ap.add_argument("--ladder", nargs="+", default=list(LADDER), help="the bots to play")
     args = ap.parse_args()
-    config = configured(args.set)
-    checkpoint, trained = train(config, args.seed, args.train_s, args.name)
+    config = configured(args.algo, args.set)
+    checkpoint, trained = train(args.algo, config, args.seed, args.train_s, args.name)
     print(json.dumps({"trained": trained, "overrides": args.set}), flush=True)
     print(json.dumps({**ladder(checkpoint, args.seed, args.opening_moves, args.games,
                               args.ladder), **trained,
-                      "seed": args.seed, "overrides": args.set}))
+                      "seed": args.seed, "algo": args.algo, "overrides": args.set}))

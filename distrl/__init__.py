@@ -12,6 +12,8 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "AlphaZeroConfig": "distrl.alphazero.config",
+    "train_alphazero": "distrl.alphazero.train",
     "ApexConfig": "distrl.apex.config",
     "train_apex": "distrl.apex.train",
     "PPOConfig": "distrl.ppo.config",

@@ -18,7 +18,7 @@ from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import JSONObject, RunConfig
 from distrl.core.metrics import strict_json
 from distrl.core.resume import saved_configs, set_to_default
-from distrl.registry import ALGORITHMS
+from distrl.registry import ALGORITHMS, GAME_ALGOS
 from distrl.tuned import tuned
 
 USAGE = f"""usage: distrl train {{{",".join(ALGORITHMS)}}} [--help] [--tuned NAME] [FLAGS]
@@ -178,9 +178,9 @@ def _tuned_envs(name: str | None, algo: str, config: Any, args: list[str]) -> An
     return dataclasses.replace(config, num_envs_per_env_runner=per_runner)
 
 
-def _is_league(checkpoint: str) -> bool:
+def _is_game_run(checkpoint: str) -> bool:
     try:
-        return Checkpoint(checkpoint).algo == "league"
+        return Checkpoint(checkpoint).algo in GAME_ALGOS
     except (ValueError, FileNotFoundError):
         return False  # run_episodes reports it
 
@@ -215,7 +215,7 @@ def _eval(args: list[str]) -> None:
     from distrl.core.evaluation import run_episodes
 
     cli = tyro.cli(Eval, args=args, prog="distrl eval")
-    if cli.policy is not None or cli.opponent != "random" or _is_league(cli.checkpoint):
+    if cli.policy is not None or cli.opponent != "random" or _is_game_run(cli.checkpoint):
         return _eval_league(cli)
     if cli.random_opening_moves:
         raise SystemExit("distrl: error: --random-opening-moves applies to league runs (games "

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from distrl.alphazero.config import AlphaZeroConfig
 from distrl.apex.config import ApexConfig
 from distrl.ddppo.config import DDPPOConfig
 from distrl.league.config import LeagueConfig
@@ -44,4 +45,10 @@ ALGORITHMS: dict[str, Algorithm] = {
                       "Ape-X DQN: epsilon-ladder actors, sharded prioritized replay, a learner."),
     "league": Algorithm(LeagueConfig, "distrl.league.train:train_league",
                         "League: PPO learners, AlphaStar roles and PFSP on a multi-agent game."),
+    "alphazero": Algorithm(AlphaZeroConfig, "distrl.alphazero.train:train_alphazero",
+                           "AlphaZero: self-play with PUCT search on a two-player board game."),
 }
+
+GAME_ALGOS = ("league", "alphazero")
+"""Algorithms whose checkpoints are evaluated by games (evaluate_league, `distrl eval
+--opponent`): their policies are saved by id in the learner component's weights."""

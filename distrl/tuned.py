@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from distrl.alphazero.config import AlphaZeroConfig
 from distrl.apex.config import ApexConfig
 from distrl.ddppo.config import DDPPOConfig
 from distrl.league.config import LeagueConfig
@@ -183,7 +184,16 @@ TUNED_LEAGUE: dict[str, Tuned] = {
 }
 
 
-TABLES = {"ppo": TUNED, "ddppo": TUNED_DDPPO, "apex": TUNED_APEX, "league": TUNED_LEAGUE}
+TUNED_ALPHAZERO: dict[str, Tuned] = {
+    # bench/league_connect4_mcts.py --algo alphazero; docs/benchmarks.md.
+    "connect_four": Tuned(env="pettingzoo:connect_four_v3",
+                          config=AlphaZeroConfig(mirror=True), stop_return=None,
+                          env_step_budget=250_000),
+}
+
+
+TABLES = {"ppo": TUNED, "ddppo": TUNED_DDPPO, "apex": TUNED_APEX, "league": TUNED_LEAGUE,
+          "alphazero": TUNED_ALPHAZERO}
 
 
 def tuned(name: str, algo: str = "ppo") -> Tuned:

@@ -39,6 +39,22 @@ transpose, under which every line stays a line). tests/unit/test_policies.py pla
 random games in both and compares masks and outcomes."""
 
 
+def _connect_four_observation(state: Any) -> np.ndarray:
+    """PettingZoo's connect-four observation of the player to move: [row, column, plane],
+    the top row first, plane 0 its own pieces and plane 1 the opponent's (OpenSpiel's
+    tensor is [plane, row, column] with planes player 0, player 1, empty and the bottom
+    row first)."""
+    planes = np.asarray(state.observation_tensor(0), np.int8).reshape(3, 6, 7)
+    me = state.current_player()
+    return np.stack([planes[me], planes[1 - me]], axis=-1)[::-1].copy()
+
+
+TWIN_OBSERVATIONS: dict[str, Callable[[Any], np.ndarray]] = {
+    "connect_four": _connect_four_observation}
+"""OpenSpiel twin -> the PettingZoo observation of its states' player to move, for
+search over twin states with a network trained on the PettingZoo game."""
+
+
 def split_obs(obs: Any) -> tuple[np.ndarray, np.ndarray | None]:
     """(observation, action mask or None) of one agent's observation."""
     if isinstance(obs, dict) and "action_mask" in obs:
@@ -115,20 +131,34 @@ class TurnBased:
                 rewards[a] = rewards.get(a, 0.0) + float(r)
         return {}
 
-    def openspiel_state(self) -> Any:
-        """This game's position as a state of its OpenSpiel twin (OPENSPIEL_TWINS), for
-        search bots; a ValueError for a game without one."""
+    @property
+    def twin(self) -> str:
+        """The OpenSpiel game with this game's rules (OPENSPIEL_TWINS); a ValueError for
+        a game without one."""
         name = str(self.metadata.get("name", "")).rsplit("_v", 1)[0]
         if name not in OPENSPIEL_TWINS:
             raise ValueError(f"PettingZoo game {name or type(self.aec).__name__!r} has no "
-                             f"OpenSpiel twin for search bots (these have: "
+                             f"OpenSpiel twin for search (these have: "
                              f"{', '.join(sorted(OPENSPIEL_TWINS))}); play it against "
                              "random, a policy or a module:callable bot.")
+        return OPENSPIEL_TWINS[name]
+
+    def openspiel_state(self) -> Any:
+        """This game's position as a state of its OpenSpiel twin, for search bots."""
         pyspiel = import_extra("pyspiel", "open_spiel")
-        state = pyspiel.load_game(OPENSPIEL_TWINS[name]).new_initial_state()
+        state = pyspiel.load_game(self.twin).new_initial_state()
         for move in self.moves:
             state.apply_action(move)
         return state
+
+    def observe_state(self, state: Any) -> np.ndarray:
+        """What the player to move in the twin's ``state`` would observe here (search
+        evaluates positions that no env reached)."""
+        if self.twin not in TWIN_OBSERVATIONS:
+            raise ValueError(f"no observation of {self.twin!r} states as PettingZoo's (these "
+                             f"have one: {', '.join(sorted(TWIN_OBSERVATIONS))}); train on "
+                             f"openspiel:{self.twin} instead.")
+        return TWIN_OBSERVATIONS[self.twin](state)
 
     def close(self) -> None:
         self.aec.close()
@@ -217,6 +247,10 @@ class OpenSpielEnv:
     def openspiel_state(self) -> Any:
         """A copy of the game's state (for search bots)."""
         return self.state.clone()
+
+    def observe_state(self, state: Any) -> np.ndarray:
+        """The observation of the player to move in ``state``, as this env gives it."""
+        return observe(state, state.current_player(), self.info_state)["observation"]
 
     def close(self) -> None:
         self.state = None

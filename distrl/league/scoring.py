@@ -1,5 +1,5 @@
 """Evaluation games of a league: outcomes, win/draw/loss rates, NashConv, and
-`distrl eval` of a saved league (evaluate_league).
+`distrl eval` of a saved league or AlphaZero run (evaluate_league).
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ import torch
 from distrl.core.checkpoint import Checkpoint, space_from_json
 from distrl.core.config import from_json
 from distrl.core.evaluation import MAX_PARALLEL, rounds
-from distrl.league.config import LeagueConfig
 from distrl.league.games import make_multiagent_env, split_obs
 from distrl.league.matches import MatchLoop, MatchResult
 from distrl.league.nash import table_nash_conv, tabulate
 from distrl.league.policies import RANDOM, LocalPolicy, RandomPolicy, make_bot
+from distrl.models.config import ModelConfig
 from distrl.models.distributions import mask_logits
 from distrl.models.recurrent import actor_critic
+from distrl.registry import GAME_ALGOS
 
 
 def outcome(result: MatchResult, a: str, b: str) -> float:
@@ -161,9 +162,9 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: st
     distinct; for OpenSpiel games also the policy's exact NashConv (both seats played
     by it)."""
     ckpt = Checkpoint(checkpoint)
-    if ckpt.algo != "league":
+    if ckpt.algo not in GAME_ALGOS:
         raise ValueError(f"{str(ckpt.path)!r} holds a {ckpt.algo!r} run; --policy and "
-                         "--opponent apply to league checkpoints.")
+                         f"--opponent apply to checkpoints of {' and '.join(GAME_ALGOS)} runs.")
     if policy == opponent:
         raise ValueError(f"--policy and --opponent are both {policy!r}: a policy against "
                          "itself has no winner to count; pick another opponent.")
@@ -186,27 +187,36 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: st
 
 def _saved_policies(ckpt: Checkpoint, run: dict[str, Any], ids: set[str], seed: int
                     ) -> dict[str, Any]:
-    """The players ``ids`` name: the league's saved policies, random, and bots."""
-    config = from_json(LeagueConfig, ckpt.json("run", "config.json")["config"])
+    """The players ``ids`` name: the run's saved policies, random, and bots."""
     spec = ckpt.json("policy", "policy.json")
     obs_space, act_space = space_from_json(spec["obs_space"]), space_from_json(spec["act_space"])
+    model = from_json(ModelConfig, spec["model"])  # every saved policy's architecture
     weights = ckpt.tensors("learner", "state.pt")["weights"]
-    policies: dict[str, Any] = {RANDOM: RandomPolicy(int(act_space.n))}
-    for pid in ids - {RANDOM}:
-        if ":" in pid:
-            probe = make_multiagent_env(run["env"], run["env_config"])
-            try:
-                probe.reset(seed=seed)
-                policies[pid] = make_bot(pid, probe, seed)
-            finally:
-                probe.close()
+    policies: dict[str, Any] = {}
+    for pid in ids:
+        if pid == RANDOM or ":" in pid:
+            policies[pid] = outside_policy(pid, run["env"], run["env_config"], seed,
+                                           int(act_space.n))
             continue
         if pid not in weights:
-            raise ValueError(f"no policy {pid!r} in this league; it has {sorted(weights)}.")
-        module = actor_critic(obs_space, act_space, config.model)
+            raise ValueError(f"no policy {pid!r} in this run; it has {sorted(weights)}.")
+        module = actor_critic(obs_space, act_space, model)
         module.load_state_dict(weights[pid])
         policies[pid] = LocalPolicy(module.requires_grad_(False))
     return policies
+
+
+def outside_policy(spec: str, game: Any, env_config: dict[str, Any], seed: int,
+                   num_actions: int) -> Any:
+    """A player from outside the run: ``random`` or a bot (``mcts:<n>``, ``module:callable``)."""
+    if spec == RANDOM:
+        return RandomPolicy(num_actions)
+    probe = make_multiagent_env(game, env_config)
+    try:
+        probe.reset(seed=seed)
+        return make_bot(spec, probe, seed)
+    finally:
+        probe.close()
 
 
 def policy_nash_conv(game: str, env_config: dict[str, Any], policy: Any) -> float | None:

@@ -1,0 +1,85 @@
+"""AlphaZeroConfig: self-play with PUCT search on a two-player board game (docs/alphazero.md).
+
+Silver et al. 2018 (Science 362:1140); defaults sized for connect four on a laptop CPU:
+50 simulations a move (AlphaZero used 800), 128 games searched side by side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from distrl.core.config import check_positive
+from distrl.models.config import ModelConfig
+
+
+def _model() -> ModelConfig:
+    return ModelConfig(hiddens=(256, 256, 256), activation="relu", vf_share_layers=True)
+
+
+@dataclass(frozen=True)
+class AlphaZeroConfig:
+    """Self-play games searched with PUCT; the network learns the searches' visit
+    distributions (cross-entropy) and the games' outcomes (squared error)."""
+
+    model: ModelConfig = field(default_factory=_model)
+    """The policy-and-value network (its value head predicts the outcome for the player
+    to move, in [-1, 1])."""
+    num_games: int = 128
+    """Self-play games played at once; each simulation evaluates their leaves in one batch."""
+    num_simulations: int = 50
+    """Search simulations per move (each expands one position)."""
+    puct_c: float = 1.5
+    """Exploration constant of PUCT: how much the prior and few visits outweigh values."""
+    dirichlet_alpha: float = 1.0
+    """Dirichlet noise mixed into each self-play root's priors (about 10 / legal moves)."""
+    dirichlet_fraction: float = 0.25
+    """Weight of that noise (AlphaZero's 0.25)."""
+    temperature_moves: int = 10
+    """Self-play samples the first N moves of a game from the visit counts (varied
+    openings), then plays the most visited move."""
+    lr: float = 1e-3
+    """Adam learning rate."""
+    grad_clip: float | None = 1.0
+    """Clip the global gradient norm to this (None: no clipping)."""
+    train_batch_size: int = 512
+    """Positions per gradient step, drawn uniformly from the replay."""
+    updates_per_move: int = 2
+    """Gradient steps after each move of every game (replay ratio: about
+    updates_per_move * train_batch_size / num_games uses of each position)."""
+    replay_capacity: int = 200_000
+    """Positions kept (oldest dropped first)."""
+    learning_starts: int = 2_048
+    """Positions in the replay before the first gradient step."""
+    mirror: bool = False
+    """Also learn every position mirrored left to right: a board of [rows, columns, ...]
+    and one action per column (connect four's symmetry; other games refuse it)."""
+    moves_per_iteration: int = 1_024
+    """Self-play moves (all games together) per iteration: the logging and checkpoint unit."""
+    eval_interval: int = 10
+    """Every N iterations the network plays eval_games greedy games against eval_opponent
+    (0: never)."""
+    eval_games: int = 100
+    """Games per evaluation, half in each seat."""
+    eval_opponent: str = "random"
+    """random, or mcts:<simulations> (OpenSpiel's MCTSBot with random rollouts)."""
+
+    def __post_init__(self) -> None:
+        check_positive(self, "num_games", "num_simulations", "puct_c", "dirichlet_alpha",
+                       "lr", "train_batch_size", "replay_capacity", "moves_per_iteration",
+                       "eval_games")
+        if not 0 <= self.dirichlet_fraction <= 1:
+            raise ValueError(f"`dirichlet_fraction` ({self.dirichlet_fraction}) must lie in "
+                             "[0, 1].")
+        if min(self.temperature_moves, self.updates_per_move, self.learning_starts,
+               self.eval_interval) < 0:
+            raise ValueError("temperature_moves, updates_per_move, learning_starts and "
+                             "eval_interval must be >= 0.")
+        if self.grad_clip is not None and self.grad_clip <= 0:
+            raise ValueError(f"`grad_clip` ({self.grad_clip}) must be > 0 or None.")
+        if self.learning_starts > self.replay_capacity:
+            raise ValueError(f"`learning_starts` ({self.learning_starts}) exceeds "
+                             f"`replay_capacity` ({self.replay_capacity}): no step would "
+                             "ever be taken.")
+        if self.model.use_lstm:
+            raise ValueError("AlphaZero searches from positions, not histories: leave "
+                             "model.use_lstm off.")

@@ -1,0 +1,128 @@
+"""PUCT search (AlphaZero: Silver et al. 2018, Science 362:1140) over OpenSpiel states of
+a two-player zero-sum game with perfect information and no chance: a network's move
+priors and values guide the simulations instead of random rollouts.
+
+Pure maths and OpenSpiel states, no torch: ``evaluate(states) -> (logits [B, A], values
+[B])`` is the network, each value in [-1, 1] for the player to move in its state. The
+simulations of many games run side by side so that their leaves are evaluated in one
+batch (a network call costs about as much for 128 states as for one on a CPU).
+
+Each edge (node, action) keeps its visit count and the sum of the values backed up
+through it, both from the view of the player to move at ``node``; a leaf's value turns
+sign on the way up wherever the player to move differs from the leaf's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+Evaluate = Callable[[list[Any]], tuple[np.ndarray, np.ndarray]]
+
+
+class Node:
+    """One position: its state, the player to move and, once expanded, its edges."""
+
+    __slots__ = ("children", "mask", "player", "prior", "state", "value_sum", "visits")
+
+    def __init__(self, state: Any):
+        self.state = state
+        self.player = state.current_player()
+        self.prior: np.ndarray | None = None
+        self.children: dict[int, Node] = {}
+
+    @property
+    def expanded(self) -> bool:
+        return self.prior is not None
+
+    def expand(self, logits: np.ndarray) -> None:
+        """Priors from the network's logits (a softmax over the legal moves)."""
+        self.mask = np.full(len(logits), -np.inf)
+        self.mask[self.state.legal_actions()] = 0.0
+        masked = logits + self.mask
+        p = np.exp(masked - masked.max())
+        self.prior = p / p.sum()
+        self.visits = np.zeros(len(logits))
+        self.value_sum = np.zeros(len(logits))
+
+    def select(self, c: float) -> int:
+        """The legal move with the highest PUCT score: mean value (0 unvisited) plus
+        c * prior * sqrt(parent visits) / (1 + visits)."""
+        n = self.visits
+        q = self.value_sum / np.maximum(n, 1)
+        u = c * math.sqrt(n.sum() + 1) * self.prior / (1 + n)
+        return int((q + u + self.mask).argmax())
+
+    def child(self, action: int) -> Node:
+        node = self.children.get(action)
+        if node is None:
+            state = self.state.clone()
+            state.apply_action(action)
+            node = self.children[action] = Node(state)
+        return node
+
+    def policy(self) -> np.ndarray:
+        """The root's visit distribution: the search's improved policy."""
+        return self.visits / self.visits.sum()
+
+
+def add_noise(root: Node, alpha: float, fraction: float, rng: np.random.Generator) -> None:
+    """Mix Dirichlet(alpha) noise into an expanded root's legal priors, so self-play
+    tries moves the network rates low."""
+    legal = np.flatnonzero(np.isfinite(root.mask))
+    prior = root.prior.copy()
+    prior[legal] = (1 - fraction) * prior[legal] + fraction * rng.dirichlet([alpha] * len(legal))
+    root.prior = prior
+
+
+def expand_roots(roots: list[Node], evaluate: Evaluate) -> None:
+    """Expand the roots not expanded yet, in one batch."""
+    fresh = [r for r in roots if not r.expanded]
+    if fresh:
+        logits, _ = evaluate([r.state for r in fresh])
+        for root, row in zip(fresh, logits, strict=True):
+            root.expand(row)
+
+
+def search(roots: list[Node], evaluate: Evaluate, simulations: int, c: float) -> None:
+    """``simulations`` simulations from each (expanded, non-terminal) root; each round
+    walks every root's tree to a leaf and evaluates the new leaves in one batch."""
+    for _ in range(simulations):
+        walks = [_descend(root, c) for root in roots]
+        leaves = [leaf for _, leaf, _ in walks if leaf is not None]
+        if leaves:
+            logits, values = evaluate([leaf.state for leaf in leaves])
+        k = 0
+        for path, leaf, terminal in walks:
+            if leaf is None:
+                _backup(path, terminal)
+                continue
+            leaf.expand(logits[k])
+            value = float(np.clip(values[k], -1.0, 1.0))
+            k += 1
+            _backup(path, lambda player, v=value, me=leaf.player: v if player == me else -v)
+
+
+def _descend(root: Node, c: float) -> tuple[list[tuple[Node, int]], Node | None, Any]:
+    """The path from ``root`` to a new leaf (returned to be evaluated) or to a terminal
+    state (its returns, to back up)."""
+    node, path = root, []
+    while True:
+        action = node.select(c)
+        path.append((node, action))
+        child = node.child(action)
+        if child.state.is_terminal():
+            returns = child.state.returns()
+            return path, None, lambda player, r=returns: r[player]
+        if not child.expanded:
+            return path, child, None
+        node = child
+
+
+def _backup(path: list[tuple[Node, int]], value_for: Callable[[int], float]) -> None:
+    for node, action in path:
+        node.visits[action] += 1
+        node.value_sum[action] += value_for(node.player)

@@ -1,0 +1,174 @@
+"""AlphaZero: PUCT search (values backed up with the right sign, wins taken and losses
+blocked), the twin observation the network sees, the replay, mirroring, the run's
+checks, checkpoints and `distrl eval` of its network."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("pettingzoo")
+pytest.importorskip("pyspiel")
+
+import pyspiel
+
+from distrl.alphazero.config import AlphaZeroConfig
+from distrl.alphazero.search import Node, add_noise, expand_roots, search
+from distrl.alphazero.train import Replay, mirrored, search_game, train_alphazero
+from distrl.core.checkpoint import Checkpoint
+from distrl.core.config import RunConfig
+from distrl.league.games import make_multiagent_env, split_obs
+
+
+def uniform(value: float = 0.0):
+    """A network with no opinion: equal logits, the same value for every position."""
+    def evaluate(states):
+        n = states[0].get_game().num_distinct_actions()
+        return np.zeros((len(states), n)), np.full(len(states), value)
+    return evaluate
+
+
+def connect_four(moves):
+    state = pyspiel.load_game("connect_four").new_initial_state()
+    for m in moves:
+        state.apply_action(m)
+    return state
+
+
+def test_a_leaf_value_counts_for_its_mover_and_against_the_parent():
+    """One simulation from the first position: the new leaf is the second player's turn,
+    valued 0.3 for that player, so the root's edge gains -0.3 for the first player."""
+    root = Node(connect_four([]))
+    expand_roots([root], uniform(0.3))
+    search([root], uniform(0.3), 1, 1.5)
+    (action,) = np.flatnonzero(root.visits)
+    assert root.visits.sum() == 1
+    assert root.value_sum[action] == pytest.approx(-0.3)
+    child = root.children[action]
+    assert child.expanded and child.visits.sum() == 0
+
+
+@pytest.mark.parametrize(("moves", "best"), [([0, 6, 1, 6, 2, 5], 3), ([0, 3, 6, 3, 6, 3], 3)],
+                         ids=["win", "block"])
+def test_search_takes_the_win_and_blocks_the_loss(moves, best):
+    """Connect four, first player to move. After 0 6 1 6 2 5 column 3 completes its
+    row; after 0 3 6 3 6 3 the second player threatens column 3, which only playing
+    column 3 stops. An opinion-free network: only the search's terminal states tell."""
+    root = Node(connect_four(moves))
+    expand_roots([root], uniform())
+    search([root], uniform(), 200, 1.5)
+    assert int(root.visits.argmax()) == best
+    assert root.policy()[best] > 0.5
+
+
+def test_roots_search_side_by_side_in_one_batch_per_simulation():
+    calls = []
+
+    def counting(states):
+        calls.append(len(states))
+        return uniform()(states)
+
+    roots = [Node(connect_four(m)) for m in ([], [3], [3, 3])]
+    expand_roots(roots, counting)
+    search(roots, counting, 5, 1.5)
+    assert calls == [3] + [3] * 5
+    assert [r.visits.sum() for r in roots] == [5, 5, 5]
+
+
+def test_noise_moves_prior_mass_only_among_legal_moves():
+    root = Node(connect_four([0, 0, 0, 0, 0, 0]))  # column 0 full
+    expand_roots([root], uniform())
+    add_noise(root, 0.3, 0.5, np.random.default_rng(0))
+    assert root.prior[0] == 0 and root.prior.sum() == pytest.approx(1)
+    assert not np.allclose(root.prior[1:], 1 / 6)
+
+
+def test_the_network_sees_pettingzoos_observation_of_every_searched_position():
+    """observe_state of the twin's state equals what PettingZoo shows the player to move,
+    along random games (rows top first, own pieces in plane 0)."""
+    env = make_multiagent_env("pettingzoo:connect_four_v3")
+    rng = np.random.default_rng(0)
+    for episode in range(5):
+        obs, _ = env.reset(seed=episode)
+        while obs:
+            (agent, o), = obs.items()
+            seen, mask = split_obs(o)
+            np.testing.assert_array_equal(env.observe_state(env.openspiel_state()), seen)
+            obs, *_ = env.step({agent: int(rng.choice(np.flatnonzero(mask)))})
+    env.close()
+
+
+def test_mirroring_a_position_is_the_position_of_the_mirrored_moves():
+    env = make_multiagent_env("pettingzoo:connect_four_v3")
+    moves = [3, 0, 1, 6, 6, 2]
+    obs = env.observe_state(connect_four(moves))[None]
+    policy = np.arange(7, dtype=np.float32)[None]
+    flipped, flipped_policy = mirrored(obs, policy)
+    np.testing.assert_array_equal(flipped[0],
+                                  env.observe_state(connect_four([6 - m for m in moves])))
+    assert flipped_policy[0].tolist() == [6, 5, 4, 3, 2, 1, 0]
+
+
+def test_replay_keeps_the_newest_positions_and_round_trips():
+    replay = Replay(3, (2,), 2)
+    for i in range(5):
+        replay.add(np.full((1, 2), i), np.array([[i, 0]]), np.array([i]))
+    assert replay.size == 3 and sorted(replay.outcome.tolist()) == [2, 3, 4]
+    copy = Replay(3, (2,), 2)
+    copy.set_state(replay.get_state())
+    np.testing.assert_array_equal(copy.obs, replay.obs)
+    assert copy.next == replay.next == 2
+    rng = np.random.default_rng(0)
+    obs, policy, outcome = copy.sample(50, rng)
+    assert set(outcome.tolist()) == {2, 3, 4}
+    assert torch.equal(obs[:, 0], outcome) and torch.equal(policy[:, 0], outcome)
+
+
+def test_search_refuses_games_it_cannot_search():
+    with pytest.raises(ValueError, match="perfect information without chance"):
+        search_game(make_multiagent_env("openspiel:kuhn_poker"))
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"num_simulations": 0}, "num_simulations"),
+    ({"dirichlet_fraction": 1.5}, "dirichlet_fraction"),
+    ({"learning_starts": 10, "replay_capacity": 5}, "no step would ever be taken"),
+])
+def test_config_errors_say_what_to_change(fields, message):
+    with pytest.raises(ValueError, match=message):
+        AlphaZeroConfig(**fields)
+
+
+def test_mirror_is_refused_where_the_board_has_no_column_moves(tmp_path):
+    with pytest.raises(ValueError, match="leave mirror off"):
+        train_alphazero(AlphaZeroConfig(mirror=True),
+                        RunConfig(env="pettingzoo:tictactoe_v3", max_env_steps=1,
+                                  logdir=str(tmp_path), progress=False))
+
+
+SMALL = AlphaZeroConfig(num_games=8, num_simulations=4, moves_per_iteration=32,
+                        learning_starts=64, train_batch_size=32, eval_interval=2,
+                        eval_games=4, mirror=True)
+
+
+def test_a_run_trains_saves_and_resumes_with_its_replay(tmp_path):
+    run = RunConfig(env="pettingzoo:connect_four_v3", max_env_steps=256,
+                    logdir=str(tmp_path / "a"), progress=False)
+    out = train_alphazero(SMALL, run)
+    assert out["iteration"] == 8 and out["env/steps_total"] == 256
+    assert "learner/policy_loss" in out and 0 <= out["eval/win_rate_vs_random"] <= 1
+    ckpt = Checkpoint(out["checkpoint"])
+    saved = ckpt.tensors("replay", "state.pt")
+    assert len(saved["outcome"]) == out["replay/size"] > 64
+    resumed = train_alphazero(SMALL, RunConfig(resume=out["checkpoint"], max_env_steps=288,
+                                               logdir=str(tmp_path / "b"), progress=False))
+    assert resumed["iteration"] == 9 and resumed["replay/size"] >= out["replay/size"]
+    # The saved network plays `distrl eval` against a search bot.
+    cli = subprocess.run([sys.executable, "-m", "distrl", "eval", out["checkpoint"],
+                          "--opponent", "mcts:5", "--episodes", "4", "--json"],
+                         capture_output=True, text=True, check=True)
+    result = json.loads(cli.stdout)
+    assert result["policy"] == "main_0" and result["games"] == 4
