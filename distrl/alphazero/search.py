@@ -24,37 +24,46 @@ Evaluate = Callable[[list[Any]], tuple[np.ndarray, np.ndarray]]
 
 
 class Node:
-    """One position: its state, the player to move and, once expanded, its edges."""
+    """One position: its state, the player to move and, once expanded, its edges.
 
-    __slots__ = ("children", "mask", "player", "prior", "state", "value_sum", "visits")
+    Edge statistics are Python lists, not numpy arrays: with a handful of moves a
+    numpy call costs more than the loop it replaces, and a simulation makes a dozen."""
+
+    __slots__ = ("children", "legal", "player", "prior", "state", "total", "value_sum",
+                 "visits")
 
     def __init__(self, state: Any):
         self.state = state
         self.player = state.current_player()
-        self.prior: np.ndarray | None = None
+        self.prior: list[float] | None = None
         self.children: dict[int, Node] = {}
 
     @property
     def expanded(self) -> bool:
         return self.prior is not None
 
-    def expand(self, logits: np.ndarray) -> None:
-        """Priors from the network's logits (a softmax over the legal moves)."""
-        self.mask = np.full(len(logits), -np.inf)
-        self.mask[self.state.legal_actions()] = 0.0
-        masked = logits + self.mask
-        p = np.exp(masked - masked.max())
-        self.prior = p / p.sum()
-        self.visits = np.zeros(len(logits))
-        self.value_sum = np.zeros(len(logits))
+    def expand(self, probs: list[float]) -> None:
+        """Priors: the network's move probabilities renormalised over the legal moves."""
+        self.legal = self.state.legal_actions()
+        mass = sum(probs[a] for a in self.legal)
+        self.prior = [0.0] * len(probs)
+        for a in self.legal:
+            self.prior[a] = probs[a] / mass if mass > 0 else 1 / len(self.legal)
+        self.visits = [0] * len(probs)
+        self.value_sum = [0.0] * len(probs)
+        self.total = 0
 
     def select(self, c: float) -> int:
         """The legal move with the highest PUCT score: mean value (0 unvisited) plus
-        c * prior * sqrt(parent visits) / (1 + visits)."""
-        n = self.visits
-        q = self.value_sum / np.maximum(n, 1)
-        u = c * math.sqrt(n.sum() + 1) * self.prior / (1 + n)
-        return int((q + u + self.mask).argmax())
+        c * prior * sqrt(parent visits) / (1 + visits); the first on ties."""
+        scale = c * math.sqrt(self.total + 1)
+        best, best_score = -1, -math.inf
+        for a in self.legal:
+            n = self.visits[a]
+            score = (self.value_sum[a] / n if n else 0.0) + scale * self.prior[a] / (1 + n)
+            if score > best_score:
+                best, best_score = a, score
+        return best
 
     def child(self, action: int) -> Node:
         node = self.children.get(action)
@@ -66,16 +75,22 @@ class Node:
 
     def policy(self) -> np.ndarray:
         """The root's visit distribution: the search's improved policy."""
-        return self.visits / self.visits.sum()
+        visits = np.asarray(self.visits, np.float64)
+        return visits / visits.sum()
+
+
+def softmax(logits: np.ndarray) -> list[list[float]]:
+    """Rows of move probabilities, as lists (what Node.expand reads)."""
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return (p / p.sum(axis=1, keepdims=True)).tolist()
 
 
 def add_noise(root: Node, alpha: float, fraction: float, rng: np.random.Generator) -> None:
     """Mix Dirichlet(alpha) noise into an expanded root's legal priors, so self-play
     tries moves the network rates low."""
-    legal = np.flatnonzero(np.isfinite(root.mask))
-    prior = root.prior.copy()
-    prior[legal] = (1 - fraction) * prior[legal] + fraction * rng.dirichlet([alpha] * len(legal))
-    root.prior = prior
+    noise = rng.dirichlet([alpha] * len(root.legal))
+    for a, eta in zip(root.legal, noise.tolist(), strict=True):
+        root.prior[a] = (1 - fraction) * root.prior[a] + fraction * eta
 
 
 def expand_roots(roots: list[Node], evaluate: Evaluate) -> None:
@@ -83,7 +98,7 @@ def expand_roots(roots: list[Node], evaluate: Evaluate) -> None:
     fresh = [r for r in roots if not r.expanded]
     if fresh:
         logits, _ = evaluate([r.state for r in fresh])
-        for root, row in zip(fresh, logits, strict=True):
+        for root, row in zip(fresh, softmax(logits), strict=True):
             root.expand(row)
 
 
@@ -95,13 +110,14 @@ def search(roots: list[Node], evaluate: Evaluate, simulations: int, c: float) ->
         leaves = [leaf for _, leaf, _ in walks if leaf is not None]
         if leaves:
             logits, values = evaluate([leaf.state for leaf in leaves])
+            probs, values = softmax(logits), values.tolist()
         k = 0
         for path, leaf, terminal in walks:
             if leaf is None:
                 _backup(path, terminal)
                 continue
-            leaf.expand(logits[k])
-            value = float(np.clip(values[k], -1.0, 1.0))
+            leaf.expand(probs[k])
+            value = min(max(values[k], -1.0), 1.0)
             k += 1
             _backup(path, lambda player, v=value, me=leaf.player: v if player == me else -v)
 
@@ -125,4 +141,5 @@ def _descend(root: Node, c: float) -> tuple[list[tuple[Node, int]], Node | None,
 def _backup(path: list[tuple[Node, int]], value_for: Callable[[int], float]) -> None:
     for node, action in path:
         node.visits[action] += 1
+        node.total += 1
         node.value_sum[action] += value_for(node.player)

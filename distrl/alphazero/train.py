@@ -8,7 +8,7 @@ is small and a move's simulations are one batched call each.
 
 Games are OpenSpiel games (``openspiel:connect_four``) or PettingZoo games with an
 OpenSpiel twin (``pettingzoo:connect_four_v3``): search runs on OpenSpiel states, the
-network sees what the env would show (games.observe_state), so the saved policy plays in
+network sees what the env would show (games.observe_states), so the saved policy plays in
 ``distrl eval --opponent ...`` and against league policies like any other.
 """
 
@@ -122,13 +122,14 @@ class SelfPlay:
         for root in self.roots:
             add_noise(root, cfg.dirichlet_alpha, cfg.dirichlet_fraction, self.rng)
         search(self.roots, evaluate, cfg.num_simulations, cfg.puct_c)
+        observed = self.observe([root.state for root in self.roots])
         ended = []
         for i, root in enumerate(self.roots):
             policy = root.policy()
             explore = root.state.move_number() < cfg.temperature_moves
             action = (int(self.rng.choice(len(policy), p=policy)) if explore
                       else int(policy.argmax()))
-            self.records[i].append((self.observe(root.state), policy, root.player))
+            self.records[i].append((observed[i], policy, root.player))
             child = root.child(action)
             if not child.state.is_terminal():
                 self.roots[i] = child
@@ -163,7 +164,7 @@ class AlphaZeroRun:
             self.learner.set_state(start.ckpt.tensors("learner", "state.pt")["learner"])
             self.replay.set_state(start.ckpt.tensors("replay", "state.pt"))
             self.rng.bit_generator.state = start.algo_state()["rng"]
-        self.games = SelfPlay(game, self.env.observe_state, self.cfg, self.rng)
+        self.games = SelfPlay(game, self.env.observe_states, self.cfg, self.rng)
 
     def _check_mirror(self) -> None:
         shape, n = self.obs_space.shape, getattr(self.act_space, "n", None)
@@ -173,8 +174,7 @@ class AlphaZeroRun:
                              "leave mirror off.")
 
     def evaluate_states(self, states: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-        obs = torch.as_tensor(np.stack([self.env.observe_state(s) for s in states]),
-                              dtype=torch.float32)
+        obs = torch.as_tensor(self.env.observe_states(states), dtype=torch.float32)
         with torch.no_grad():
             logits, values = self.model(obs)
         return logits.numpy(), values.numpy()

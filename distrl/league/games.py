@@ -39,19 +39,20 @@ transpose, under which every line stays a line). tests/unit/test_policies.py pla
 random games in both and compares masks and outcomes."""
 
 
-def _connect_four_observation(state: Any) -> np.ndarray:
-    """PettingZoo's connect-four observation of the player to move: [row, column, plane],
-    the top row first, plane 0 its own pieces and plane 1 the opponent's (OpenSpiel's
-    tensor is [plane, row, column] with planes player 0, player 1, empty and the bottom
-    row first)."""
-    planes = np.asarray(state.observation_tensor(0), np.int8).reshape(3, 6, 7)
-    me = state.current_player()
-    return np.stack([planes[me], planes[1 - me]], axis=-1)[::-1].copy()
+def _connect_four_observations(states: list[Any]) -> np.ndarray:
+    """PettingZoo's connect-four observations of the players to move: [row, column,
+    plane], the top row first, plane 0 the mover's pieces and plane 1 the opponent's
+    (OpenSpiel's tensor is [plane, row, column] with planes player 0, player 1, empty
+    and the bottom row first). One array conversion for the whole batch."""
+    planes = np.array([s.observation_tensor(0) for s in states], np.int8).reshape(-1, 3, 6, 7)
+    me = np.array([s.current_player() for s in states])
+    rows = np.arange(len(states))
+    return np.stack([planes[rows, me], planes[rows, 1 - me]], axis=-1)[:, ::-1].copy()
 
 
-TWIN_OBSERVATIONS: dict[str, Callable[[Any], np.ndarray]] = {
-    "connect_four": _connect_four_observation}
-"""OpenSpiel twin -> the PettingZoo observation of its states' player to move, for
+TWIN_OBSERVATIONS: dict[str, Callable[[list[Any]], np.ndarray]] = {
+    "connect_four": _connect_four_observations}
+"""OpenSpiel twin -> the PettingZoo observations of its states' players to move, for
 search over twin states with a network trained on the PettingZoo game."""
 
 
@@ -151,14 +152,14 @@ class TurnBased:
             state.apply_action(move)
         return state
 
-    def observe_state(self, state: Any) -> np.ndarray:
-        """What the player to move in the twin's ``state`` would observe here (search
-        evaluates positions that no env reached)."""
+    def observe_states(self, states: list[Any]) -> np.ndarray:
+        """What the players to move in the twin's ``states`` would observe here, stacked
+        (search evaluates positions that no env reached)."""
         if self.twin not in TWIN_OBSERVATIONS:
             raise ValueError(f"no observation of {self.twin!r} states as PettingZoo's (these "
                              f"have one: {', '.join(sorted(TWIN_OBSERVATIONS))}); train on "
                              f"openspiel:{self.twin} instead.")
-        return TWIN_OBSERVATIONS[self.twin](state)
+        return TWIN_OBSERVATIONS[self.twin](states)
 
     def close(self) -> None:
         self.aec.close()
@@ -248,9 +249,10 @@ class OpenSpielEnv:
         """A copy of the game's state (for search bots)."""
         return self.state.clone()
 
-    def observe_state(self, state: Any) -> np.ndarray:
-        """The observation of the player to move in ``state``, as this env gives it."""
-        return observe(state, state.current_player(), self.info_state)["observation"]
+    def observe_states(self, states: list[Any]) -> np.ndarray:
+        """The observations of the players to move in ``states``, as this env gives them."""
+        return np.stack([observe(s, s.current_player(), self.info_state)["observation"]
+                         for s in states])
 
     def close(self) -> None:
         self.state = None
