@@ -44,7 +44,7 @@ class AlphaZeroConfig:
     train_batch_size: int = 512
     """Positions per gradient step, drawn uniformly from the replay."""
     updates_per_move: int = 2
-    """Gradient steps after each move of every game (replay ratio: about
+    """Gradient steps per move of num_games games (replay ratio: about
     updates_per_move * train_batch_size / num_games uses of each position)."""
     replay_capacity: int = 200_000
     """Positions kept (oldest dropped first)."""
@@ -55,6 +55,11 @@ class AlphaZeroConfig:
     and one action per column (connect four's symmetry; other games refuse it)."""
     moves_per_iteration: int = 1_024
     """Self-play moves (all games together) per iteration: the logging and checkpoint unit."""
+    num_workers: int = 0
+    """Ray self-play workers, each playing num_games games with a copy of the network
+    (0: self-play in this process). The learner stays in the driver."""
+    num_cpus_per_worker: float = 1.0
+    """CPUs Ray reserves for each self-play worker."""
     eval_interval: int = 10
     """Every N iterations the network plays eval_games greedy games against eval_opponent
     (0: never)."""
@@ -71,9 +76,9 @@ class AlphaZeroConfig:
             raise ValueError(f"`dirichlet_fraction` ({self.dirichlet_fraction}) must lie in "
                              "[0, 1].")
         if min(self.temperature_moves, self.updates_per_move, self.learning_starts,
-               self.eval_interval) < 0:
-            raise ValueError("temperature_moves, updates_per_move, learning_starts and "
-                             "eval_interval must be >= 0.")
+               self.eval_interval, self.num_workers, self.num_cpus_per_worker) < 0:
+            raise ValueError("temperature_moves, updates_per_move, learning_starts, "
+                             "eval_interval, num_workers and num_cpus_per_worker must be >= 0.")
         if self.grad_clip is not None and self.grad_clip <= 0:
             raise ValueError(f"`grad_clip` ({self.grad_clip}) must be > 0 or None.")
         if self.learning_starts > self.replay_capacity:

@@ -55,7 +55,7 @@ class Node:
 
     def select(self, c: float) -> int:
         """The legal move with the highest PUCT score: mean value (0 unvisited) plus
-        c * prior * sqrt(parent visits) / (1 + visits); the first on ties."""
+        c * prior * sqrt(parent visits) / (1 + visits)."""
         scale = c * math.sqrt(self.total + 1)
         best, best_score = -1, -math.inf
         for a in self.legal:

@@ -2,9 +2,10 @@
 
 Each move of every game is chosen by a search (alphazero.search) whose leaves the
 network evaluates; the positions, the searches' visit distributions and the games'
-outcomes fill a replay; after every move of the games the network takes
-updates_per_move gradient steps on it. Everything runs in this process: the network
-is small and a move's simulations are one batched call each.
+outcomes fill a replay, on which the network takes updates_per_move gradient steps per
+move of the games. Self-play runs in this process (num_workers=0) or on Ray self-play
+workers (alphazero.remote), each with its own games and a copy of the network; the
+learner stays in the driver (its steps cost a few percent of the searches').
 
 Games are OpenSpiel games (``openspiel:connect_four``) or PettingZoo games with an
 OpenSpiel twin (``pettingzoo:connect_four_v3``): search runs on OpenSpiel states, the
@@ -24,6 +25,7 @@ from distrl.alphazero.search import Node, add_noise, expand_roots, search
 from distrl.core.config import RunConfig
 from distrl.core.learner import Learner
 from distrl.core.loop import Start, drive, policy_files, save_run, start_run
+from distrl.core.sampling import seed_for
 from distrl.league.games import make_multiagent_env, policy_obs_space
 from distrl.league.policies import RANDOM, LocalPolicy
 from distrl.league.scoring import outside_policy, play_matches, win_draw_loss
@@ -44,7 +46,7 @@ def train_alphazero(config: AlphaZeroConfig | None = None, run: RunConfig | None
                          "episodes of one agent: use --eval-interval, --eval-games and "
                          "--eval-opponent instead of --evaluation-interval/--stop-return.")
     az = AlphaZeroRun(start)
-    return drive(start, az.progress, az.iterate, az.save, lambda: None, 0.0,
+    return drive(start, az.progress, az.iterate, az.save, az.players.close, az.ray_start_s,
                  lambda: az.model, lambda metrics: None)
 
 
@@ -143,8 +145,57 @@ class SelfPlay:
         return ended
 
 
+class SelfPlayer:
+    """Self-play on its own games with its own copy of the network (or the learner's
+    network itself, in process): the same object in the driver and in a Ray actor."""
+
+    def __init__(self, env: Any, env_config: dict[str, Any], config: AlphaZeroConfig,
+                 seed: int, model: torch.nn.Module | None = None,
+                 rng: np.random.Generator | None = None):
+        self.env = make_multiagent_env(env, env_config)
+        agent = self.env.possible_agents[0]
+        self.model = model or actor_critic(policy_obs_space(self.env.observation_space(agent)),
+                                           self.env.action_space(agent), config.model)
+        self.games = SelfPlay(search_game(self.env), self.env.observe_states, config,
+                              rng or np.random.default_rng(seed))
+
+    def evaluate(self, states: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+        obs = torch.as_tensor(self.env.observe_states(states), dtype=torch.float32)
+        with torch.no_grad():
+            logits, values = self.model(obs)
+        return logits.numpy(), values.numpy()
+
+    def play(self, weights: dict[str, np.ndarray] | None, rounds: int) -> list[tuple]:
+        """``rounds`` moves in each game (with ``weights`` loaded first, if given); the
+        games that ended (SelfPlay.move)."""
+        if weights is not None:
+            self.model.load_state_dict({k: torch.tensor(v) for k, v in weights.items()})
+        return [game for _ in range(rounds) for game in self.games.move(self.evaluate)]
+
+
+class LocalSelfPlayers:
+    """One SelfPlayer in the driver, acting with the learner's own network."""
+
+    size = 1
+
+    def __init__(self, player: SelfPlayer):
+        self.player = player
+
+    def play(self, weights: dict[str, np.ndarray] | None, rounds: int) -> list[tuple]:
+        return self.player.play(weights, rounds)
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
 class AlphaZeroRun:
-    """The network, its learner, the replay and the self-play games of one run."""
+    """The network, its learner, the replay and the self-players of one run. In process
+    the network takes its steps after every move of the games; with num_workers each
+    worker plays its share of an iteration's moves with the iteration's first weights,
+    then the steps owed for them follow."""
 
     def __init__(self, start: Start):
         self.start, self.cfg, run = start, start.config, start.run
@@ -152,7 +203,7 @@ class AlphaZeroRun:
         agent = self.env.possible_agents[0]
         self.obs_space = policy_obs_space(self.env.observation_space(agent))
         self.act_space = self.env.action_space(agent)
-        game = search_game(self.env)
+        search_game(self.env)
         self._check_mirror()
         self.model = actor_critic(self.obs_space, self.act_space, self.cfg.model)
         self.learner = Learner(self.model, self.cfg.lr, self.cfg.grad_clip)
@@ -164,7 +215,27 @@ class AlphaZeroRun:
             self.learner.set_state(start.ckpt.tensors("learner", "state.pt")["learner"])
             self.replay.set_state(start.ckpt.tensors("replay", "state.pt"))
             self.rng.bit_generator.state = start.algo_state()["rng"]
-        self.games = SelfPlay(game, self.env.observe_states, self.cfg, self.rng)
+        self.players, self.ray_start_s = self._players()
+        workers = self.cfg.num_workers
+        self.rounds = 1 if not workers else max(
+            1, -(-self.cfg.moves_per_iteration // (self.cfg.num_games * workers)))
+
+    def _players(self) -> tuple[Any, float]:
+        cfg, run = self.cfg, self.start.run
+        if not cfg.num_workers:
+            player = SelfPlayer(run.env, run.env_config, cfg, run.seed, self.model, self.rng)
+            return LocalSelfPlayers(player), 0.0
+        from distrl.alphazero.remote import RaySelfPlayers
+        from distrl.runtime.cluster import init_ray
+
+        ray_start_s = init_ray(run.address, cfg.num_workers * cfg.num_cpus_per_worker)
+        resumed = self.progress.iteration
+
+        def kwargs(index: int, restart: int) -> dict[str, Any]:
+            return dict(env=run.env, env_config=run.env_config, config=cfg,
+                        seed=seed_for(run.seed, index, restart, resumed))
+
+        return RaySelfPlayers(kwargs, cfg.num_workers, cfg.num_cpus_per_worker, run), ray_start_s
 
     def _check_mirror(self) -> None:
         shape, n = self.obs_space.shape, getattr(self.act_space, "n", None)
@@ -173,25 +244,21 @@ class AlphaZeroRun:
                              f"column; this game observes {shape} and has {n} actions: "
                              "leave mirror off.")
 
-    def evaluate_states(self, states: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-        obs = torch.as_tensor(self.env.observe_states(states), dtype=torch.float32)
-        with torch.no_grad():
-            logits, values = self.model(obs)
-        return logits.numpy(), values.numpy()
-
     def iterate(self) -> dict[str, Any]:
         cfg = self.cfg
         moves, returns, lengths, losses = 0, [], [], []
         while moves < cfg.moves_per_iteration:
-            for obs, policy, outcome, result in self.games.move(self.evaluate_states):
+            weights = self.learner.weights() if cfg.num_workers else None
+            for obs, policy, outcome, result in self.players.play(weights, self.rounds):
                 self.replay.add(obs, policy, outcome)
                 if cfg.mirror:
                     self.replay.add(*mirrored(obs, policy), outcome)
                 returns.append(result[0])
                 lengths.append(len(outcome))
-            moves += cfg.num_games
+            batches = self.rounds * self.players.size  # num_games moves each
+            moves += cfg.num_games * batches
             if self.replay.size >= max(cfg.learning_starts, cfg.train_batch_size):
-                losses += [self._update() for _ in range(cfg.updates_per_move)]
+                losses += [self._update() for _ in range(cfg.updates_per_move * batches)]
         metrics = self.progress.add(moves, np.array(returns, np.float32),
                                     np.array(lengths, np.int64))
         metrics["replay/size"] = self.replay.size
@@ -201,7 +268,7 @@ class AlphaZeroRun:
         every = cfg.eval_interval
         if every and self.progress.iteration % every == 0:
             metrics.update(self.evaluate())
-        return metrics
+        return {**metrics, **self.players.metrics()}
 
     def _update(self) -> tuple[float, float]:
         """One step on cross-entropy to the search policies plus squared outcome error."""
