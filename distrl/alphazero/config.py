@@ -39,8 +39,9 @@ class AlphaZeroConfig:
     openings), then plays the most visited move."""
     lr: float = 1e-3
     """Adam learning rate."""
-    grad_clip: float | None = 1.0
-    """Clip the global gradient norm to this (None: no clipping)."""
+    grad_clip: float | None = None
+    """Clip the global gradient norm to this (None: no clipping, as AlphaZero; 1.0 halved
+    the win rate against MCTS on connect four: docs/benchmarks.md)."""
     train_batch_size: int = 512
     """Positions per gradient step, drawn uniformly from the replay."""
     updates_per_move: int = 2
