@@ -73,8 +73,10 @@ class Replay:
     """The newest ``capacity`` positions: observation, search policy, outcome for the
     player to move (a ring of numpy arrays)."""
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], num_actions: int):
-        self.obs = np.zeros((capacity, *obs_shape), np.float32)
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], num_actions: int,
+                 obs_dtype: Any = np.float32):
+        # In the env's own dtype: connect four's int8 planes take a quarter of float32's.
+        self.obs = np.zeros((capacity, *obs_shape), obs_dtype)
         self.policy = np.zeros((capacity, num_actions), np.float32)
         self.outcome = np.zeros(capacity, np.float32)
         self.size = self.next = 0
@@ -87,7 +89,7 @@ class Replay:
 
     def sample(self, n: int, rng: np.random.Generator) -> tuple[torch.Tensor, ...]:
         idx = rng.integers(self.size, size=n)
-        return (torch.from_numpy(self.obs[idx]), torch.from_numpy(self.policy[idx]),
+        return (torch.from_numpy(self.obs[idx]).float(), torch.from_numpy(self.policy[idx]),
                 torch.from_numpy(self.outcome[idx]))
 
     def get_state(self) -> dict[str, Any]:
@@ -208,7 +210,7 @@ class AlphaZeroRun:
         self.model = actor_critic(self.obs_space, self.act_space, self.cfg.model)
         self.learner = Learner(self.model, self.cfg.lr, self.cfg.grad_clip)
         self.replay = Replay(self.cfg.replay_capacity, self.obs_space.shape,
-                             int(self.act_space.n))
+                             int(self.act_space.n), self.obs_space.dtype)
         self.rng = np.random.default_rng(run.seed)
         self.progress = start.progress()
         if start.ckpt is not None:
