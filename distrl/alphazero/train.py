@@ -26,8 +26,8 @@ from distrl.core.config import RunConfig
 from distrl.core.learner import Learner
 from distrl.core.loop import Start, drive, policy_files, save_run, start_run
 from distrl.core.sampling import seed_for
-from distrl.league.games import make_multiagent_env, policy_obs_space
-from distrl.league.policies import RANDOM, LocalPolicy
+from distrl.league.games import import_extra, make_multiagent_env, policy_obs_space
+from distrl.league.policies import LocalPolicy
 from distrl.league.scoring import outside_policy, play_matches, win_draw_loss
 from distrl.models.recurrent import actor_critic
 
@@ -53,8 +53,11 @@ def train_alphazero(config: AlphaZeroConfig | None = None, run: RunConfig | None
 def search_game(env: Any) -> Any:
     """The OpenSpiel game the env's positions are searched in; a ValueError unless it is
     a two-player zero-sum game of perfect information without chance."""
-    import pyspiel
-
+    pyspiel = import_extra("pyspiel", "open_spiel")
+    if not hasattr(env, "openspiel_state"):
+        raise ValueError(f"AlphaZero searches OpenSpiel states; {type(env).__name__} has none: "
+                         "use --env openspiel:<game> or a PettingZoo game with an OpenSpiel "
+                         "twin (pettingzoo:connect_four_v3).")
     env.reset(seed=0)
     game = env.openspiel_state().get_game()
     kind = game.get_type()
@@ -287,8 +290,8 @@ class AlphaZeroRun:
         policies = {PLAYER: LocalPolicy(self.model),
                     opponent: outside_policy(opponent, run.env, run.env_config, run.seed,
                                              int(self.act_space.n))}
-        results = play_matches(run.env, run.env_config, policies, {PLAYER} - {RANDOM}, PLAYER,
-                               opponent, self.cfg.eval_games, run.seed)
+        results = play_matches(run.env, run.env_config, policies, {PLAYER}, PLAYER, opponent,
+                               self.cfg.eval_games, run.seed)
         win, draw, _ = win_draw_loss(results, PLAYER, opponent)
         return {f"eval/win_rate_vs_{opponent}": float(win),
                 f"eval/draw_rate_vs_{opponent}": float(draw)}

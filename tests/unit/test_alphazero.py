@@ -130,6 +130,8 @@ def test_replay_keeps_the_newest_positions_and_round_trips():
 def test_search_refuses_games_it_cannot_search():
     with pytest.raises(ValueError, match="perfect information without chance"):
         search_game(make_multiagent_env("openspiel:kuhn_poker"))
+    with pytest.raises(ValueError, match="has none: use --env openspiel"):
+        search_game(make_multiagent_env("tests.fakes:WeightedRockPaperScissors"))
 
 
 @pytest.mark.parametrize(("fields", "message"), [
