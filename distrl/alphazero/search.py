@@ -5,7 +5,8 @@ priors and values guide the simulations instead of random rollouts.
 Pure maths and OpenSpiel states, no torch: ``evaluate(states) -> (logits [B, A], values
 [B])`` is the network, each value in [-1, 1] for the player to move in its state. The
 simulations of many games run side by side so that their leaves are evaluated in one
-batch (a network call costs about as much for 128 states as for one on a CPU).
+batch (the tuned connect-four network on one CPU thread: 3.6 ms for 128 positions, 0.46
+ms for one).
 
 Each edge (node, action) keeps its visit count and the sum of the values backed up
 through it, both from the view of the player to move at ``node``; a leaf's value turns
