@@ -166,6 +166,10 @@ def test_a_run_trains_saves_and_resumes_with_its_replay(tmp_path):
     saved = ckpt.tensors("replay", "state.pt")
     assert len(saved["outcome"]) == out["replay/size"] > 64
     assert saved["obs"].dtype == torch.int8  # the env's planes, not float32 copies
+    # mirror: every position of every finished game stored twice (fewer than 100 games,
+    # so the length mean covers them all).
+    played = round(out["env/episode_len_mean"] * out["env/episodes_total"])
+    assert out["replay/size"] == 2 * played
     resumed = train_alphazero(SMALL, RunConfig(resume=out["checkpoint"], max_env_steps=288,
                                                logdir=str(tmp_path / "b"), progress=False))
     assert resumed["iteration"] == 9 and resumed["replay/size"] >= out["replay/size"]
