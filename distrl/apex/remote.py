@@ -87,6 +87,7 @@ class _Call:
     kind: str  # "actor" | "sample" | "stats"
     slot: int
     started: float
+    shard: tuple[int, int] = (0, 0)  # an actor's: (shard, its generation) it adds to
 
 
 class ApexRuntime:
@@ -128,7 +129,13 @@ class ApexRuntime:
                       for _ in range(config.num_workers)]
         self.next_shard = list(range(config.num_workers))  # round robin, offset per actor
         self.weights_ref: tuple[int, ray.ObjectRef] | None = None
-        self.shard_sizes = [0] * config.num_shards
+        self.shard_sizes = [0] * config.num_shards  # as of the last stats call
+        # What a dead shard took is counted from the fragments whose adds succeeded, not
+        # from its last stats: fragments in flight when an iteration ends land after those.
+        # A fragment that reaches the driver after its shard was replaced is counted then.
+        self.shard_generation = [0] * config.num_shards
+        self.shard_added = [0] * config.num_shards
+        self.dead_room: dict[tuple[int, int], int] = {}  # a dead shard's unused capacity
         self.shard_stats: list[dict[str, int] | None] = [None] * config.num_shards
         self.stored = 0  # transitions sent to shards, minus those lost with a shard
         self.counts = Counter()
@@ -182,7 +189,8 @@ class ApexRuntime:
         ref = self.actors.actors[i].step.remote(self.shards.actors[shard],
                                                 self.config.rollout_fragment_length,
                                                 weights, version)
-        self.calls[ref] = _Call("actor", i, time.monotonic())
+        self.calls[ref] = _Call("actor", i, time.monotonic(),
+                                (shard, self.shard_generation[shard]))
         self.busy_actors.add(i)
 
     def _weights_ref(self, version: int) -> ray.ObjectRef:
@@ -202,7 +210,7 @@ class ApexRuntime:
             raise cause(err) from None
         if call.kind == "actor":
             self.busy_actors.discard(call.slot)
-            self._count_fragment(call.slot, result, out)
+            self._count_fragment(call, result, out)
         elif call.kind == "sample":
             self.sample_requests[call.slot] -= 1
             if result is not None:
@@ -210,16 +218,16 @@ class ApexRuntime:
                 self.sampled[call.slot] += self.config.train_batch_size
                 self.thread.inq.put((call.slot, result))
 
-    def _count_fragment(self, i: int, stats: dict[str, Any], out: dict[str, Any]) -> None:
+    def _count_fragment(self, call: _Call, stats: dict[str, Any], out: dict[str, Any]
+                        ) -> None:
+        i = call.slot
         self.syncs[i].since += stats["env_steps"]
         out["env_steps"] += stats["env_steps"]
         self.counts[f"env_steps/{i}"] += stats["env_steps"]
         # How stale the acting weights were, in learner updates, when the fragment landed.
         self.counts["lag_sum"] += self.learner.updates - stats["version"]
         self.counts["fragments"] += 1
-        lost = stats.get("lost", 0)
-        self.stored += stats["transitions"] - lost
-        self.counts["lost"] += lost
+        self._count_stored(call.shard, stats["transitions"], stats.get("lost", 0))
         if i in self.reporting:
             out["returns"].extend(stats["episode_returns"].tolist())
             out["lengths"].extend(stats["episode_lengths"].tolist())
@@ -253,11 +261,27 @@ class ApexRuntime:
         for ref, other in list(self.calls.items()):  # its other requests die with it
             if other.kind != "actor" and other.slot == call.slot:
                 self.calls.pop(ref)
-        lost = self.shard_sizes[call.slot]
-        self.stored -= lost
+        s = call.slot
+        held = min(self.shard_added[s], self.config.shard_capacity)
+        self.stored -= self.shard_added[s]
+        self.counts["lost"] += held
+        self.dead_room[(s, self.shard_generation[s])] = self.config.shard_capacity - held
+        self.shard_generation[s] += 1
+        self.shard_added[s] = self.shard_sizes[s] = 0
+        self.shards.replace(s, fault)
+
+    def _count_stored(self, shard: tuple[int, int], transitions: int, lost: int) -> None:
+        """Count a fragment's transitions as stored, or as lost: the actor found its shard
+        dead (``lost``), or its add landed in a shard that has been replaced since."""
+        s, generation = shard
+        added = transitions - lost
+        if generation != self.shard_generation[s]:  # they died with that shard
+            held = min(added, self.dead_room.get(shard, 0))  # past it, they evicted
+            self.dead_room[shard] = self.dead_room.get(shard, 0) - held  # counted ones
+            lost, added = lost + held, 0
+        self.stored += added
+        self.shard_added[s] += added
         self.counts["lost"] += lost
-        self.shard_sizes[call.slot] = 0
-        self.shards.replace(call.slot, fault)
 
     def _refresh_shard_sizes(self) -> None:
         refs = {s: a.stats.remote() for s, a in enumerate(self.shards.actors)}

@@ -87,6 +87,27 @@ def test_actors_get_new_weights_only_after_max_weight_sync_delay(ray_local):
         never.close()
 
 
+def kill_and_wait(actor):
+    """ray.kill returns before the actor is gone: wait until a call to it fails."""
+    ray_module.kill(actor)
+    with pytest.raises(ray_module.exceptions.RayActorError):
+        for _ in range(100):
+            ray_module.get(actor.stats.remote())
+
+
+def landed_after_the_last_stats(engine):
+    """A shard holding a fragment the driver has not seen yet: fragments still in flight
+    when an iteration ends land after its last stats call. Returns (shard, its size)."""
+    for _ in range(10):
+        flying = [ref for ref, c in engine.calls.items() if c.kind == "actor"]
+        ray_module.wait(flying, num_returns=len(flying), timeout=30)
+        for s, stats in enumerate(shard_stats(engine)):
+            if stats["size"] > engine.shard_sizes[s]:
+                return s, stats["size"]
+        engine.iterate(min_time_s=0.1, min_env_steps=50)
+    raise AssertionError("every fragment landed before its iteration's stats call")
+
+
 def test_killed_actor_and_killed_shard_are_replaced(ray_local):
     engine, _ = runtime()
     try:
@@ -95,19 +116,21 @@ def test_killed_actor_and_killed_shard_are_replaced(ray_local):
         out = engine.iterate(min_time_s=1.0, min_env_steps=600)
         assert engine.metrics()["faults/restarts/apex_actors"] == 1
         assert out["env_steps"] >= 600
-        size = shard_stats(engine)[1]["size"]
-        assert size > 0
-        ray_module.kill(engine.shards.actors[1])
+        dead, size = landed_after_the_last_stats(engine)
+        kill_and_wait(engine.shards.actors[dead])
+        # Found dead by a stats call, before any actor is sent there: no add fails, so what
+        # is lost is exactly what the shard held, though the driver had seen less of it.
+        engine._refresh_shard_sizes()
         engine.iterate(min_time_s=1.0, min_env_steps=600)
         m = engine.metrics()
         assert m["faults/restarts/replay_shards"] == 1
-        assert m["replay/lost"] >= size  # the dead shard's transitions are reported lost
+        assert m["replay/lost"] == size
         assert all(s["size"] > 0 for s in shard_stats(engine))  # the new shard fills up
         # Its ids start past its predecessor's: in-flight priority updates for the dead
         # shard's ids cannot land on the new shard's transitions.
-        _, ids, _ = ray_module.get(engine.shards.actors[1].sample.remote(64, 0.4))
+        _, ids, _ = ray_module.get(engine.shards.actors[dead].sample.remote(64, 0.4))
         assert ids.min() >= SHARD_ID_SPAN
-        _, ids0, _ = ray_module.get(engine.shards.actors[0].sample.remote(64, 0.4))
+        _, ids0, _ = ray_module.get(engine.shards.actors[1 - dead].sample.remote(64, 0.4))
         assert ids0.max() < SHARD_ID_SPAN
     finally:
         engine.close()
