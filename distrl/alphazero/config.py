@@ -42,6 +42,10 @@ class AlphaZeroConfig:
     grad_clip: float | None = None
     """Clip the global gradient norm to this (None: no clipping, as AlphaZero; 1.0 halved
     the win rate against MCTS on connect four: docs/benchmarks.md)."""
+    value_target_mix: float = 0.0
+    """The value head's target: (1 - this) x the game's outcome + this x the root's
+    searched value (0: the outcome alone, as AlphaZero; mixing in the search's estimate
+    lowers the target's variance early in training)."""
     train_batch_size: int = 512
     """Positions per gradient step, drawn uniformly from the replay."""
     updates_per_move: int = 2
@@ -73,9 +77,9 @@ class AlphaZeroConfig:
         check_positive(self, "num_games", "num_simulations", "puct_c", "dirichlet_alpha",
                        "lr", "train_batch_size", "replay_capacity", "moves_per_iteration",
                        "eval_games")
-        if not 0 <= self.dirichlet_fraction <= 1:
-            raise ValueError(f"`dirichlet_fraction` ({self.dirichlet_fraction}) must lie in "
-                             "[0, 1].")
+        for name in ("dirichlet_fraction", "value_target_mix"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"`{name}` ({getattr(self, name)}) must lie in [0, 1].")
         if min(self.temperature_moves, self.updates_per_move, self.learning_starts,
                self.eval_interval, self.num_workers, self.num_cpus_per_worker) < 0:
             raise ValueError("temperature_moves, updates_per_move, learning_starts, "

@@ -74,6 +74,11 @@ class Node:
             node = self.children[action] = Node(state)
         return node
 
+    def value(self) -> float:
+        """The searched value for the player to move: the mean of all values backed up
+        through the node's edges (0 before any)."""
+        return sum(self.value_sum) / self.total if self.expanded and self.total else 0.0
+
     def policy(self) -> np.ndarray:
         """The root's visit distribution: the search's improved policy."""
         visits = np.asarray(self.visits, np.float64)

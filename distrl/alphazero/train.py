@@ -5,7 +5,8 @@ network evaluates; the positions, the searches' visit distributions and the game
 outcomes fill a replay, on which the network takes updates_per_move gradient steps per
 move of the games. Self-play runs in this process (num_workers=0) or on Ray self-play
 workers (alphazero.remote), each with its own games and a copy of the network; the
-learner stays in the driver (its steps cost a few percent of the searches').
+learner stays in the driver, on RunConfig.device (its steps took 18% of a tuned
+connect-four run's time: docs/alphazero.md).
 
 Games are OpenSpiel games (``openspiel:connect_four``) or PettingZoo games with an
 OpenSpiel twin (``pettingzoo:connect_four_v3``): search runs on OpenSpiel states, the
@@ -15,6 +16,7 @@ network sees what the env would show (games.observe_states), so the saved policy
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -24,7 +26,7 @@ from distrl.alphazero.config import AlphaZeroConfig
 from distrl.alphazero.search import Node, add_noise, expand_roots, search
 from distrl.core.config import RunConfig
 from distrl.core.learner import Learner
-from distrl.core.loop import Start, drive, policy_files, save_run, start_run
+from distrl.core.loop import Start, drive, learner_device, policy_files, save_run, start_run
 from distrl.core.sampling import seed_for
 from distrl.league.games import import_extra, make_multiagent_env, policy_obs_space
 from distrl.league.policies import LocalPolicy
@@ -73,8 +75,9 @@ def search_game(env: Any) -> Any:
 
 
 class Replay:
-    """The newest ``capacity`` positions: observation, search policy, outcome for the
-    player to move (a ring of numpy arrays)."""
+    """The newest ``capacity`` positions: observation, search policy, value target for
+    the player to move (``outcome``: the game's, mixed with the search's by
+    value_target_mix), as a ring of numpy arrays."""
 
     def __init__(self, capacity: int, obs_shape: tuple[int, ...], num_actions: int,
                  obs_dtype: Any = np.float32):
@@ -119,11 +122,12 @@ class SelfPlay:
     def __init__(self, game: Any, observe: Any, cfg: AlphaZeroConfig, rng: np.random.Generator):
         self.game, self.observe, self.cfg, self.rng = game, observe, cfg, rng
         self.roots = [Node(game.new_initial_state()) for _ in range(cfg.num_games)]
-        self.records: list[list[tuple[np.ndarray, np.ndarray, int]]] = [[] for _ in self.roots]
+        self.records: list[list[tuple[np.ndarray, np.ndarray, int, float]]] = [
+            [] for _ in self.roots]
 
     def move(self, evaluate: Any) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, list]]:
-        """One move in every game; each game that ended: its positions, policies,
-        outcomes for the player to move and returns."""
+        """One move in every game; each game that ended: its positions, search policies,
+        value targets for the player to move (value_target_mix) and returns."""
         cfg = self.cfg
         expand_roots(self.roots, evaluate)
         for root in self.roots:
@@ -136,15 +140,17 @@ class SelfPlay:
             explore = root.state.move_number() < cfg.temperature_moves
             action = (int(self.rng.choice(len(policy), p=policy)) if explore
                       else int(policy.argmax()))
-            self.records[i].append((observed[i], policy, root.player))
+            self.records[i].append((observed[i], policy, root.player, root.value()))
             child = root.child(action)
             if not child.state.is_terminal():
                 self.roots[i] = child
                 continue
             returns = child.state.returns()
-            obs, policies, players = zip(*self.records[i], strict=True)
-            ended.append((np.stack(obs), np.stack(policies),
-                          np.array([returns[p] for p in players], np.float32), returns))
+            obs, policies, players, searched = zip(*self.records[i], strict=True)
+            outcome = np.array([returns[p] for p in players], np.float32)
+            mix = cfg.value_target_mix
+            target = (1 - mix) * outcome + mix * np.array(searched, np.float32)
+            ended.append((np.stack(obs), np.stack(policies), target, returns))
             self.records[i] = []
             self.roots[i] = Node(self.game.new_initial_state())
         return ended
@@ -165,10 +171,11 @@ class SelfPlayer:
                               rng or np.random.default_rng(seed))
 
     def evaluate(self, states: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+        device = next(self.model.parameters()).device  # the learner's, in process
         obs = torch.as_tensor(self.env.observe_states(states), dtype=torch.float32)
         with torch.no_grad():
-            logits, values = self.model(obs)
-        return logits.numpy(), values.numpy()
+            logits, values = self.model(obs.to(device))
+        return logits.cpu().numpy(), values.cpu().numpy()
 
     def play(self, weights: dict[str, np.ndarray] | None, rounds: int) -> list[tuple]:
         """``rounds`` moves in each game (with ``weights`` loaded first, if given); the
@@ -210,7 +217,8 @@ class AlphaZeroRun:
         self.act_space = self.env.action_space(agent)
         search_game(self.env)
         self._check_mirror()
-        self.model = actor_critic(self.obs_space, self.act_space, self.cfg.model)
+        self.device = learner_device(run.device)
+        self.model = actor_critic(self.obs_space, self.act_space, self.cfg.model).to(self.device)
         self.learner = Learner(self.model, self.cfg.lr, self.cfg.grad_clip)
         self.replay = Replay(self.cfg.replay_capacity, self.obs_space.shape,
                              int(self.act_space.n), self.obs_space.dtype)
@@ -277,7 +285,8 @@ class AlphaZeroRun:
 
     def _update(self) -> tuple[float, float]:
         """One step on cross-entropy to the search policies plus squared outcome error."""
-        obs, policy, outcome = self.replay.sample(self.cfg.train_batch_size, self.rng)
+        obs, policy, outcome = (t.to(self.device) for t in
+                                self.replay.sample(self.cfg.train_batch_size, self.rng))
         logits, values = self.model(obs)
         policy_loss = -(policy * torch.log_softmax(logits, -1)).sum(-1).mean()
         value_loss = ((values - outcome) ** 2).mean()
@@ -287,7 +296,8 @@ class AlphaZeroRun:
     def evaluate(self) -> dict[str, float]:
         """eval_games greedy games of the network (no search) against eval_opponent."""
         run, opponent = self.start.run, self.cfg.eval_opponent
-        policies = {PLAYER: LocalPolicy(self.model),
+        model = self.model if self.device.type == "cpu" else copy.deepcopy(self.model).cpu()
+        policies = {PLAYER: LocalPolicy(model),
                     opponent: outside_policy(opponent, run.env, run.env_config, run.seed,
                                              int(self.act_space.n))}
         results = play_matches(run.env, run.env_config, policies, {PLAYER}, PLAYER, opponent,
@@ -297,7 +307,7 @@ class AlphaZeroRun:
                 f"eval/draw_rate_vs_{opponent}": float(draw)}
 
     def save(self) -> Any:
-        weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        weights = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
         return save_run(self.start, self.progress,
                         policy_files(weights, self.obs_space, self.act_space, self.cfg.model),
                         {"weights": {PLAYER: weights}, "learner": self.learner.get_state()},

@@ -1,6 +1,6 @@
-"""GPU paths: the PPO and Ape-X learners on CUDA, league learners on fractional GPUs, DD-PPO
-over nccl. They run where torch sees CUDA devices and skip with the reason elsewhere (this
-project's reference machine has none)."""
+"""GPU paths: the PPO, Ape-X and AlphaZero learners on CUDA, league learners on
+fractional GPUs, DD-PPO over nccl. They run where torch sees CUDA devices and skip with
+the reason elsewhere (this project's reference machine has none)."""
 
 from dataclasses import replace
 
@@ -8,11 +8,13 @@ import pytest
 import torch
 
 from distrl import (
+    AlphaZeroConfig,
     ApexConfig,
     DDPPOConfig,
     ModelConfig,
     PPOConfig,
     RunConfig,
+    train_alphazero,
     train_apex,
     train_ddppo,
     train_league,
@@ -38,7 +40,7 @@ def cpu_weights(result: dict) -> dict[str, torch.Tensor]:
 
 def test_ppo_learner_trains_on_cuda(tmp_path):
     result = train_ppo(PPOConfig(num_env_runners=0, rollout_fragment_length=64,
-                                 minibatch_size=32, model=TINY),
+                                 train_batch_size=512, minibatch_size=32, model=TINY),
                        RunConfig(device="cuda", max_env_steps=512, logdir=str(tmp_path),
                                  progress=False))
     assert result["env/steps_total"] >= 512
@@ -52,6 +54,24 @@ def test_apex_learner_trains_on_cuda(tmp_path):
                                           logdir=str(tmp_path), progress=False))
     assert result["learner/trained_total"] > 0
     cpu_weights(result)
+
+
+def test_alphazero_searches_and_learns_on_cuda_and_resumes_on_cpu(tmp_path):
+    """In process, self-play's leaf batches go through the learner's CUDA network (CPU
+    inputs would fail there); the checkpoint then resumes on the CPU."""
+    pytest.importorskip("pyspiel")
+    config = AlphaZeroConfig(num_games=8, num_simulations=8, learning_starts=64,
+                             train_batch_size=32, moves_per_iteration=64, eval_interval=2,
+                             eval_games=4, model=TINY)
+    result = train_alphazero(config, RunConfig(env="openspiel:tic_tac_toe", device="cuda",
+                                               max_env_steps=256, logdir=str(tmp_path / "a"),
+                                               progress=False))
+    assert result["iteration"] == 4 and "learner/value_loss" in result
+    cpu_weights(result)
+    resumed = train_alphazero(config, RunConfig(resume=result["checkpoint"], device="cpu",
+                                                max_env_steps=320, logdir=str(tmp_path / "b"),
+                                                progress=False))
+    assert resumed["iteration"] == 5 and resumed["learner/value_loss"] >= 0
 
 
 def test_league_learners_share_one_gpu_on_ray(ray_local, tmp_path):

@@ -17,7 +17,7 @@ import pyspiel
 
 from distrl.alphazero.config import AlphaZeroConfig
 from distrl.alphazero.search import Node, add_noise, expand_roots, search
-from distrl.alphazero.train import Replay, mirrored, search_game, train_alphazero
+from distrl.alphazero.train import Replay, SelfPlay, mirrored, search_game, train_alphazero
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import RunConfig
 from distrl.league.games import make_multiagent_env, split_obs
@@ -62,6 +62,38 @@ def test_search_takes_the_win_and_blocks_the_loss(moves, best):
     search([root], uniform(), 200, 1.5)
     assert int(np.argmax(root.visits)) == best
     assert root.policy()[best] > 0.5
+
+
+def test_a_root_value_is_the_mean_of_what_its_edges_backed_up():
+    """Tic-tac-toe, every leaf valued 0.5 for its mover: the first 9 simulations visit
+    each of the 9 replies once (unvisited edges score highest), each a leaf of the
+    second player's, so the first player's searched value is -0.5."""
+    root = Node(pyspiel.load_game("tic_tac_toe").new_initial_state())
+    assert root.value() == 0.0  # nothing searched yet
+    expand_roots([root], uniform(0.5))
+    search([root], uniform(0.5), 9, 1.5)
+    assert root.visits == [1] * 9
+    assert root.value() == pytest.approx(-0.5)
+
+
+def test_value_targets_mix_the_outcome_with_the_searched_value():
+    """The same games (same seed and network) under three mixes: 0 gives the outcomes,
+    1 the roots' searched values, 0.5 their mean."""
+    game = pyspiel.load_game("tic_tac_toe")
+
+    def targets(mix):
+        cfg = AlphaZeroConfig(num_games=4, num_simulations=12, value_target_mix=mix)
+        games = SelfPlay(game, lambda states: np.zeros((len(states), 1)), cfg,
+                         np.random.default_rng(0))
+        ended = []
+        while len(ended) < 4:
+            ended += games.move(uniform(0.2))
+        return np.concatenate([target for _, _, target, _ in ended[:4]])
+
+    outcome, searched, half = targets(0.0), targets(1.0), targets(0.5)
+    assert set(outcome.tolist()) <= {-1.0, 0.0, 1.0}
+    assert not np.isin(searched, [-1.0, 0.0, 1.0]).all()
+    np.testing.assert_allclose(half, (outcome + searched) / 2, atol=1e-6)
 
 
 def test_roots_search_side_by_side_in_one_batch_per_simulation():
@@ -137,6 +169,7 @@ def test_search_refuses_games_it_cannot_search():
 @pytest.mark.parametrize(("fields", "message"), [
     ({"num_simulations": 0}, "num_simulations"),
     ({"dirichlet_fraction": 1.5}, "dirichlet_fraction"),
+    ({"value_target_mix": -0.1}, r"`value_target_mix` \(-0.1\) must lie in \[0, 1\]"),
     ({"learning_starts": 10, "replay_capacity": 5}, "no step would ever be taken"),
 ])
 def test_config_errors_say_what_to_change(fields, message):
@@ -154,6 +187,13 @@ def test_mirror_is_refused_where_the_board_has_no_column_moves(tmp_path):
 SMALL = AlphaZeroConfig(num_games=8, num_simulations=4, moves_per_iteration=32,
                         learning_starts=64, train_batch_size=32, eval_interval=2,
                         eval_games=4, mirror=True)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is there: test_gpu.py runs it")
+def test_the_learner_goes_to_the_run_device(tmp_path):
+    with pytest.raises(ValueError, match="torch sees no CUDA device"):
+        train_alphazero(SMALL, RunConfig(env="pettingzoo:connect_four_v3", device="cuda",
+                                         max_env_steps=32, logdir=str(tmp_path), progress=False))
 
 
 def test_a_run_trains_saves_and_resumes_with_its_replay(tmp_path):
