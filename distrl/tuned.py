@@ -192,7 +192,8 @@ TUNED_ALPHAZERO: dict[str, Tuned] = {
             # One 4x4 kernel sees every line of four; it beat the 256x3 MLP (docs/benchmarks.md).
             model=ModelConfig(conv_filters=((128, 4, 1),), hiddens=(256, 256),
                               activation="relu", vf_share_layers=True),
-            mirror=True, num_workers=2),
+            # Targets half outcome, half searched value: 0.655 vs 0.475 against MCTS 200.
+            value_target_mix=0.5, mirror=True, num_workers=2),
         stop_return=None, env_step_budget=300_000),
 }
 

@@ -45,11 +45,11 @@ class Node:
 
     def expand(self, probs: list[float]) -> None:
         """Priors: the network's move probabilities renormalised over the legal moves."""
-        self.legal = self.state.legal_actions()
-        mass = sum(probs[a] for a in self.legal)
-        self.prior = [0.0] * len(probs)
-        for a in self.legal:
-            self.prior[a] = probs[a] / mass if mass > 0 else 1 / len(self.legal)
+        self.legal = legal = self.state.legal_actions()
+        mass = sum([probs[a] for a in legal])
+        self.prior = prior = [0.0] * len(probs)
+        for a in legal:
+            prior[a] = probs[a] / mass if mass > 0 else 1 / len(legal)
         self.visits = [0] * len(probs)
         self.value_sum = [0.0] * len(probs)
         self.total = 0
@@ -58,10 +58,11 @@ class Node:
         """The legal move with the highest PUCT score: mean value (0 unvisited) plus
         c * prior * sqrt(parent visits) / (1 + visits)."""
         scale = c * math.sqrt(self.total + 1)
+        visits, value_sum, prior = self.visits, self.value_sum, self.prior  # the hot loop
         best, best_score = -1, -math.inf
         for a in self.legal:
-            n = self.visits[a]
-            score = (self.value_sum[a] / n if n else 0.0) + scale * self.prior[a] / (1 + n)
+            n = visits[a]
+            score = (value_sum[a] / n if n else 0.0) + scale * prior[a] / (1 + n)
             if score > best_score:
                 best, best_score = a, score
         return best
@@ -136,7 +137,7 @@ def _descend(root: Node, c: float) -> tuple[list[tuple[Node, int]], Node | None,
         action = node.select(c)
         path.append((node, action))
         child = node.child(action)
-        if child.state.is_terminal():
+        if child.player < 0:  # terminal: no chance nodes here, so no other negative player
             returns = child.state.returns()
             return path, None, lambda player, r=returns: r[player]
         if not child.expanded:

@@ -263,7 +263,7 @@ class ApexRuntime:
                 self.calls.pop(ref)
         s = call.slot
         held = min(self.shard_added[s], self.config.shard_capacity)
-        self.stored -= self.shard_added[s]
+        self.stored -= held
         self.counts["lost"] += held
         self.dead_room[(s, self.shard_generation[s])] = self.config.shard_capacity - held
         self.shard_generation[s] += 1
