@@ -284,7 +284,7 @@ class AlphaZeroRun:
         return {**metrics, **self.players.metrics()}
 
     def _update(self) -> tuple[float, float]:
-        """One step on cross-entropy to the search policies plus squared outcome error."""
+        """One step on cross-entropy to the search policies plus squared value error."""
         obs, policy, outcome = (t.to(self.device) for t in
                                 self.replay.sample(self.cfg.train_batch_size, self.rng))
         logits, values = self.model(obs)
