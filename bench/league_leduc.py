@@ -10,7 +10,7 @@ network for Leduc's 936 information states, a stronger magnet whose phases lengt
 undiscounted Monte Carlo returns (gamma = lambda = 1), a learning rate 3x larger at
 first (the policy moved too little per update) decaying to 1e-5, an entropy bonus
 from 0.1 to 0.03 (without it the faster descent turns up sooner), and evaluations
-every 16 iterations (every 4 took a third of the wall time). It bottoms out near 0.6
+every 16 iterations (18% more moves in the same time than every 4). It bottoms out near 0.6
 and ends near 0.7; docs/benchmarks.md has the trials.
 """
 
