@@ -18,7 +18,7 @@ def gae(
     values: np.ndarray,  # [T + 1, N]
     terminated: np.ndarray,  # [T, N] bool: true terminal, no bootstrap
     truncated: np.ndarray,  # [T, N] bool: time limit, bootstrap from values[t + 1]
-    gamma: float,
+    gamma: float | np.ndarray,  # or [T, N]: a discount per step
     lambda_: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Generalized advantage estimation (Schulman et al. 2016, arXiv 1506.02438).
@@ -28,11 +28,12 @@ def gae(
     T = rewards.shape[0]
     not_term = 1.0 - terminated.astype(np.float32)
     not_done = 1.0 - (terminated | truncated).astype(np.float32)
+    gamma = np.broadcast_to(np.asarray(gamma, np.float32), rewards.shape)
     deltas = rewards + gamma * values[1:] * not_term - values[:-1]
     adv = np.zeros_like(deltas)
     last = np.zeros_like(deltas[0])
     for t in range(T - 1, -1, -1):
-        last = deltas[t] + gamma * lambda_ * not_done[t] * last
+        last = deltas[t] + gamma[t] * lambda_ * not_done[t] * last
         adv[t] = last
     return adv, adv + values[:-1]
 

@@ -36,6 +36,10 @@ class Rollout:
     state_in: np.ndarray | None = None  # [S, 2, state_size]: (h, c) at each sequence start
     prev_actions: np.ndarray | None = None  # [B] or [B, A]: the step's previous action
     prev_rewards: np.ndarray | None = None  # [B] float32: the step's previous reward
+    # A state critic's nodes (league.matches.Seat): each step's state and the one after it.
+    critic_obs: np.ndarray | None = None  # [B, 2, state_size]
+    critic_rewards: np.ndarray | None = None  # [B, 2] float32: rewards after each node
+    critic_ends: np.ndarray | None = None  # [B, 2] int8: 0 goes on, 1 ended, 2 no node
 
     @property
     def size(self) -> int:

@@ -249,6 +249,17 @@ class OpenSpielEnv:
         """A copy of the game's state (for search bots)."""
         return self.state.clone()
 
+    def critic_state(self, agent: str) -> np.ndarray:
+        """The whole state as ``agent`` would see it if nothing were hidden, for a critic
+        (ModelConfig.state_critic): every player's information-state tensor (observation
+        tensor), ``agent``'s first; zeros once the game is over."""
+        first = self.possible_agents.index(agent)
+        n = self.game.num_players()
+        if self.state is None or self.state.is_terminal():
+            return np.zeros(n * self._obs_space["observation"].shape[0], np.float32)
+        return np.concatenate([tensor(self.state, (first + k) % n, self.info_state)
+                               for k in range(n)])
+
     def observe_states(self, states: list[Any]) -> np.ndarray:
         """The observations of the players to move in ``states``, as this env gives them."""
         return np.stack([observe(s, s.current_player(), self.info_state)["observation"]
@@ -260,10 +271,14 @@ class OpenSpielEnv:
 
 def observe(state: Any, player: int, info_state: bool = True) -> dict[str, np.ndarray]:
     """One OpenSpiel player's masked observation (also what NashConv's policy sees)."""
-    tensor = (state.information_state_tensor(player) if info_state
-              else state.observation_tensor(player))
-    return {"observation": np.asarray(tensor, np.float32),
+    return {"observation": tensor(state, player, info_state),
             "action_mask": np.asarray(state.legal_actions_mask(player), np.int8)}
+
+
+def tensor(state: Any, player: int, info_state: bool = True) -> np.ndarray:
+    """A player's information-state tensor (observation tensor without one)."""
+    return np.asarray(state.information_state_tensor(player) if info_state
+                      else state.observation_tensor(player), np.float32)
 
 
 def make_multiagent_env(spec: str | Callable[..., Any], env_config: dict | None = None

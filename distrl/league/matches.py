@@ -59,6 +59,11 @@ class Seat:
     states_in: list[np.ndarray] = field(default_factory=list)
     prev_actions: list[np.ndarray] = field(default_factory=list)
     prev_rewards: list[float] = field(default_factory=list)
+    # A state critic's inputs (ModelConfig.state_critic): the game's whole state at each
+    # step and right after it (None: the step ended the game), and that step's reward.
+    states: list[np.ndarray] = field(default_factory=list)
+    after: list[np.ndarray | None] = field(default_factory=list)
+    after_rewards: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         discrete = isinstance(self.action_space, gym.spaces.Discrete)
@@ -105,7 +110,31 @@ class Seat:
             out.update(seq_starts=starts, state_in=np.stack(self.states_in)[starts],
                        prev_actions=np.stack(self.prev_actions),
                        prev_rewards=np.asarray(self.prev_rewards, np.float32))
+        if self.states:
+            out.update(self._critic_arrays())
         return out
+
+    def _critic_arrays(self) -> dict[str, np.ndarray]:
+        """Two nodes per step for a state critic: the state the seat acted in and the
+        one after its action (whoever moves next), with the rewards that came in
+        between (the step's own, then the rest until the seat's next step) and how each
+        node ends: 0 the seat's game goes on, 1 it ended, 2 no such node (the step
+        ended the game). The reward before the seat's first step is left out: no
+        action of its changes it."""
+        if not self.terminated:
+            raise ValueError("a state critic (ModelConfig.state_critic) needs games that "
+                             "end by termination; this seat was truncated.")
+        steps = len(self.rewards)
+        zeros = np.zeros_like(self.states[0])
+        after = [zeros if a is None else a for a in self.after]
+        ends = np.zeros((steps, 2), np.int8)
+        ends[:, 0] = [a is None for a in self.after]
+        ends[-1, 1] = 1
+        ends[ends[:, 0] == 1, 1] = 2
+        got = np.asarray(self.after_rewards, np.float32)
+        rest = np.asarray(self.rewards, np.float32) - got
+        return {"critic_obs": np.stack([np.stack(self.states), np.stack(after)], 1),
+                "critic_rewards": np.stack([got, rest], 1), "critic_ends": ends}
 
 
 @dataclass
@@ -130,11 +159,18 @@ class MatchBatch:
 
 class MatchLoop:
     """Steps ``envs`` (multi-agent) with the policies ``choose`` seats at each reset.
-    ``max_seq_len``: the training sequences of recurrent learners (ModelConfig's)."""
+    ``max_seq_len``: the training sequences of recurrent learners (ModelConfig's);
+    ``critic_states``: learning seats also record the envs' critic_state around each of
+    their steps (ModelConfig.state_critic)."""
 
     def __init__(self, envs: list[Any], choose: Callable[[int], dict[str, str]], seed: int,
-                 max_seq_len: int = 20):
+                 max_seq_len: int = 20, critic_states: bool = False):
+        if critic_states and not hasattr(envs[0], "critic_state"):
+            raise ValueError(f"{type(envs[0]).__name__} has no critic_state(agent), which "
+                             "ModelConfig.state_critic needs (OpenSpiel games have one); "
+                             "turn state_critic off.")
         self.envs, self.choose, self.max_seq_len = envs, choose, max_seq_len
+        self.critic_states = critic_states
         self.obs: list[dict[str, Any]] = [{} for _ in envs]
         self.seats: list[dict[str, Seat]] = [{} for _ in envs]
         self.lengths = [0] * len(envs)
@@ -219,14 +255,22 @@ class MatchLoop:
             self._sample(forwards, generator, actions)
         ended = []
         for i, env in enumerate(self.envs):
+            seats = self.seats[i]
+            watched = [a for a in actions[i]
+                       if self.critic_states and seats[a].policy_id in learning]
+            for agent in watched:
+                seats[agent].states.append(env.critic_state(agent))
             obs, rewards, terms, _, _ = env.step(actions[i])
             self.lengths[i] += 1
-            seats = self.seats[i]
             for agent, r in rewards.items():
                 seats[agent].credit(float(r))
             for agent, t in terms.items():
                 seats[agent].terminated |= bool(t)
-            if obs and env.agents:
+            going = bool(obs and env.agents)
+            for agent in watched:
+                seats[agent].after.append(env.critic_state(agent) if going else None)
+                seats[agent].after_rewards.append(float(rewards.get(agent, 0.0)))
+            if going:
                 self.obs[i] = obs
                 continue
             ended.append((i, seats))

@@ -89,7 +89,8 @@ class LocalPlayers:
         envs = [make_multiagent_env(run.env, run.env_config) for _ in range(cfg.num_envs)]
         self.policies = outside_players(int(act_space.n), cfg.rules.bots, envs[0], run.seed)
         self.policies.update({pid: LocalPolicy(t.model) for pid, t in self.trainers.items()})
-        self.games = MatchLoop(envs, choose, run.seed, cfg.model.max_seq_len)
+        self.games = MatchLoop(envs, choose, run.seed, cfg.model.max_seq_len,
+                               cfg.model.state_critic)
         self.env_name = env_name(run.env)
         self.pending: dict[str, Rollout] = {}
 

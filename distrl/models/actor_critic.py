@@ -194,3 +194,18 @@ class ActorCritic(nn.Module):
         logp = self.dist.log_prob(dist_inputs, actions)
         return actions, {"logp": logp, "dist_inputs": dist_inputs, "values": values}
 
+
+
+class StateCritic(nn.Module):
+    """A value MLP over a game's whole state, beside a league learner's ActorCritic
+    (ModelConfig.state_critic): values [B] of states [B, size]."""
+
+    def __init__(self, size: int, cfg: ModelConfig):
+        super().__init__()
+        self.layers = linear_layers([size, *(cfg.vf_hiddens or cfg.hiddens)], 1, 1.0,
+                                    cfg.ortho_init)
+        self.activation = ACTIVATIONS[cfg.vf_activation or cfg.activation]
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        layers = [(m.weight, m.bias) for m in self.layers]
+        return mlp(layers, state, False, self.activation).squeeze(-1)

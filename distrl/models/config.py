@@ -41,6 +41,14 @@ class ModelConfig:
     """MeanStdFilter: normalize flat observations by running mean/std (clipped to +-10);
     the statistics live in the network's buffers, so checkpoints and eval apply them."""
 
+    state_critic: bool = False
+    """League learners only: the value function is an MLP of its own (vf_hiddens) over
+    the game's whole state (the env's critic_state; in OpenSpiel games every player's
+    information, so a poker critic sees both hands), fitted in the learner and
+    bootstrapped at the state after each of the seat's moves, before the others move
+    (league.matches); the policy still sees its observation only. It removes the
+    hidden cards and the opponent's and chance's moves from the advantages' noise."""
+
     use_lstm: bool = False
     """An LSTM core between the encoder (conv stack and hiddens) and the heads, for
     partially observed tasks (RLlib's use_lstm): PPO, DD-PPO and league learners (a
@@ -66,6 +74,15 @@ class ModelConfig:
                                              for f in self.conv_filters)):
             raise ValueError(f"`conv_filters` {self.conv_filters} must be (out_channels, "
                              "kernel, stride) triples of positive ints, e.g. ((16, 8, 4),).")
+        if self.state_critic and self.use_lstm:
+            raise ValueError("state_critic is a feed-forward value function: turn use_lstm "
+                             "or state_critic off.")
         if self.lstm_cell_size <= 0 or self.max_seq_len <= 0:
             raise ValueError(f"`lstm_cell_size` ({self.lstm_cell_size}) and `max_seq_len` "
                              f"({self.max_seq_len}) must be > 0.")
+
+    def refuse_state_critic(self, algo: str) -> None:
+        """A ValueError when state_critic is on for an algorithm other than the league."""
+        if self.state_critic:
+            raise ValueError(f"state_critic needs a game's whole state, which only league "
+                             f"learners get; {algo} has none: turn model.state_critic off.")

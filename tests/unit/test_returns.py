@@ -12,12 +12,13 @@ def naive_gae(rewards, values, terminated, truncated, gamma, lam):
         for t in range(T):
             total, discount = 0.0, 1.0
             for k in range(t, T):
+                g = gamma[k, i] if np.ndim(gamma) else gamma  # a discount per step
                 boot = 0.0 if terminated[k, i] else values[k + 1, i]
-                delta = rewards[k, i] + gamma * boot - values[k, i]
+                delta = rewards[k, i] + g * boot - values[k, i]
                 total += discount * delta
                 if terminated[k, i] or truncated[k, i]:
                     break
-                discount *= gamma * lam
+                discount *= g * lam
             adv[t, i] = total
     return adv
 
@@ -42,10 +43,12 @@ def test_termination_does_not_bootstrap_but_truncation_does():
     np.testing.assert_allclose(adv[0], [1.0, 1.0 + 0.9 * 10.0], rtol=1e-6)
 
 
-@pytest.mark.parametrize("gamma,lam", [(0.99, 0.95), (0.9, 1.0), (0.5, 0.0)])
+@pytest.mark.parametrize("gamma,lam", [(0.99, 0.95), (0.9, 1.0), (0.5, 0.0), ("steps", 0.8)])
 def test_gae_matches_naive_loop_with_episode_ends(gamma, lam):
     rng = np.random.default_rng(0)
     T, N = 40, 5
+    if gamma == "steps":  # a discount per step (league state critics: 1 between nodes)
+        gamma = np.where(np.arange(T)[:, None] % 2 == 1, 0.9, 1.0) * np.ones((T, N))
     r = rng.normal(size=(T, N)).astype(np.float32)
     v = rng.normal(size=(T + 1, N)).astype(np.float32)
     term = rng.random((T, N)) < 0.08
