@@ -13,6 +13,9 @@ in the episode), ``observation_space(agent)``, ``action_space(agent)``,
 (c) the episode is over when the returned ``obs`` is empty or ``agents`` is;
 (d) an agent with an action mask observes ``{"observation": array, "action_mask": int8
     array, 1 = legal}`` (PettingZoo classic's convention); ``split_obs`` takes it apart.
+(e) optionally, ``critic_state(agent) -> array``: the whole state as the agent would see
+    it if nothing were hidden, for league learners' state critics (ModelConfig.state_critic;
+    OpenSpielEnv has one).
 
 Specs: ``pettingzoo:connect_four_v3`` (any PettingZoo family), ``openspiel:kuhn_poker``,
 ``module:callable`` (a factory of an AEC env, a parallel env or anything with the protocol).
@@ -257,8 +260,9 @@ class OpenSpielEnv:
         n = self.game.num_players()
         if self.state is None or self.state.is_terminal():
             return np.zeros(n * self._obs_space["observation"].shape[0], np.float32)
-        return np.concatenate([tensor(self.state, (first + k) % n, self.info_state)
-                               for k in range(n)])
+        get = (self.state.information_state_tensor if self.info_state
+               else self.state.observation_tensor)
+        return np.asarray([x for k in range(n) for x in get((first + k) % n)], np.float32)
 
     def observe_states(self, states: list[Any]) -> np.ndarray:
         """The observations of the players to move in ``states``, as this env gives them."""

@@ -89,16 +89,19 @@ class Seat:
         from its last value: its next observation never came (the episode stopped).
         A recurrent seat's steps are one sequence per ``max_seq_len`` steps, each with
         the state it started from (core/sequences.py's layout)."""
-        rewards = np.asarray(self.rewards, np.float32)[:, None]
-        rewards[0] += self.early
         values = np.asarray(self.values, np.float32)
-        last = 0.0 if self.terminated else values[-1]
         steps = len(self.rewards)
-        term = np.zeros((steps, 1), bool)
-        trunc = np.zeros((steps, 1), bool)
-        (term if self.terminated else trunc)[-1] = True
-        adv, targets = gae(rewards, np.append(values, last)[:, None], term, trunc, gamma,
-                           lambda_)
+        if self.states:  # the learner's state critic computes them (PolicyTrainer)
+            adv = targets = np.zeros((steps, 1), np.float32)
+        else:
+            rewards = np.asarray(self.rewards, np.float32)[:, None]
+            rewards[0] += self.early
+            last = 0.0 if self.terminated else values[-1]
+            term = np.zeros((steps, 1), bool)
+            trunc = np.zeros((steps, 1), bool)
+            (term if self.terminated else trunc)[-1] = True
+            adv, targets = gae(rewards, np.append(values, last)[:, None], term, trunc, gamma,
+                               lambda_)
         out = {"obs": np.stack(self.obs), "actions": np.stack(self.actions),
                "logp": np.asarray(self.logp, np.float32), "values": values,
                "dist_inputs": np.stack(self.dist_inputs), "advantages": adv[:, 0],
@@ -126,14 +129,15 @@ class Seat:
                              "end by termination; this seat was truncated.")
         steps = len(self.rewards)
         zeros = np.zeros_like(self.states[0])
-        after = [zeros if a is None else a for a in self.after]
+        nodes = [x for s, a in zip(self.states, self.after, strict=True)
+                 for x in (s, zeros if a is None else a)]
         ends = np.zeros((steps, 2), np.int8)
-        ends[:, 0] = [a is None for a in self.after]
         ends[-1, 1] = 1
-        ends[ends[:, 0] == 1, 1] = 2
+        if self.after[-1] is None:  # the seat's last step ended the game
+            ends[-1] = (1, 2)
         got = np.asarray(self.after_rewards, np.float32)
         rest = np.asarray(self.rewards, np.float32) - got
-        return {"critic_obs": np.stack([np.stack(self.states), np.stack(after)], 1),
+        return {"critic_obs": np.array(nodes).reshape(steps, 2, -1),
                 "critic_rewards": np.stack([got, rest], 1), "critic_ends": ends}
 
 

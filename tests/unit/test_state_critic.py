@@ -25,25 +25,28 @@ def spaces():
 
 
 def self_play(policy, samples: int, seed: int):
-    """Kuhn games the learner "A" plays against itself, recording critic states."""
+    """Kuhn games the learner "A" plays against itself, recording critic states: the
+    MatchBatch (A's rollout, the games' results)."""
     envs = [make_multiagent_env(KUHN) for _ in range(8)]
     loop = MatchLoop(envs, lambda i: {"player_0": "A", "player_1": "A"}, seed=seed,
                      critic_states=True)
     batch = loop.collect({"A": policy}.__getitem__, {"A"}, samples, 1.0, 1.0,
                          torch.Generator().manual_seed(seed))
-    return batch.rollouts["A"]
+    return batch
 
 
 def seat_slices(ends):
     """Each seat's rows: seats end where their last after-node's end is non-zero."""
     last = np.flatnonzero(ends[:, 1] != 0)
-    return [slice(a, b + 1) for a, b in zip(np.concatenate([[0], last[:-1] + 1]), last)]
+    return [slice(a, b + 1) for a, b in zip(np.concatenate([[0], last[:-1] + 1]), last,
+                                                          strict=True)]
 
 
 def test_seats_record_the_whole_state_around_each_of_their_moves():
     torch.manual_seed(0)
     policy = LocalPolicy(ActorCritic(*spaces(), ModelConfig(hiddens=(16,))))
-    r = self_play(policy, 400, seed=1)
+    batch = self_play(policy, 400, seed=1)
+    r = batch.rollouts["A"]
     before, after, ends = r.critic_obs[:, 0], r.critic_obs[:, 1], r.critic_ends
     assert r.critic_obs.shape == (r.size, 2, 2 * SIZE)
     # The mover's own information first (what its policy saw), then the other player's,
@@ -58,12 +61,13 @@ def test_seats_record_the_whole_state_around_each_of_their_moves():
     assert ((after[going] - before[going])[:, 5:SIZE].sum(1) == 1).all()
     assert not after[~going].any() and (ends[~going, 1] == 2).all()
     # Every seat ends once, at its last step; its nodes' rewards add up to its return
-    # (gamma = lambda = 1: the first step's value target is the return).
+    # (a finished game's two seats, in seat order: both players act in every Kuhn game).
     seats = seat_slices(ends)
     assert sum(s.stop - s.start for s in seats) == r.size and len(seats) > 100
     for s in seats:
         assert (ends[s][:-1] == 0).all() and ends[s][-1, 1] in (1, 2)
-        assert r.critic_rewards[s].sum() == pytest.approx(r.value_targets[s][0])
+    returns = [g.returns[p] for g in batch.results for p in ("player_0", "player_1")]
+    np.testing.assert_allclose([r.critic_rewards[s].sum() for s in seats], returns)
     assert (np.abs(r.critic_rewards[:, 0][going]) == 0).all()  # Kuhn pays at the end
 
 
@@ -90,7 +94,7 @@ def naive_node_advantages(values, rewards, ends, gamma, lam):
 def test_node_advantages_match_a_naive_sum_over_each_seats_nodes(gamma, lam):
     torch.manual_seed(0)
     policy = LocalPolicy(ActorCritic(*spaces(), ModelConfig(hiddens=(16,))))
-    r = self_play(policy, 300, seed=2)
+    r = self_play(policy, 300, seed=2).rollouts["A"]
     rng = np.random.default_rng(0)
     values = rng.normal(size=2 * r.size).astype(np.float32)
     rewards = r.critic_rewards.reshape(-1) + rng.normal(size=2 * r.size).astype(np.float32)
@@ -140,7 +144,7 @@ def test_a_state_critic_learns_the_values_of_hidden_card_states():
                        use_kl_loss=False)
     trainer = PolicyTrainer(*spaces(), cfg)
     for i in range(20):
-        trainer.update(self_play(RandomPolicy(2), 1024, seed=100 + i))
+        trainer.update(self_play(RandomPolicy(2), 1024, seed=100 + i).rollouts["A"])
     truth = exact_values(lambda state: {a: 0.5 for a in state.legal_actions()})
     keys = np.stack([np.frombuffer(k, np.float32) for k in truth])
     with torch.no_grad():
@@ -162,7 +166,7 @@ def test_the_critic_resumes_from_a_checkpoint_and_bad_setups_are_refused():
     cfg = LeagueConfig(model=ModelConfig(hiddens=(16,), state_critic=True), minibatch_size=64,
                        num_epochs=1)
     trainer = PolicyTrainer(*spaces(), cfg)
-    rollout = self_play(RandomPolicy(2), 128, seed=3)
+    rollout = self_play(RandomPolicy(2), 128, seed=3).rollouts["A"]
     trainer.update(rollout)
     restored = PolicyTrainer(*spaces(), cfg)
     restored.set_state(trainer.get_state())
