@@ -249,7 +249,9 @@ class MatchLoop:
         for pids in act_together(policy, where, learning, greedy):
             if len(pids) == 1:
                 pid = pids[0]
-                out = self._forward(policy(pid), where[pid], pid in greedy, pid in learning)
+                # A state critic's values come from the learner, not the acting policy.
+                out = self._forward(policy(pid), where[pid], pid in greedy,
+                                    pid in learning and not self.critic_states)
             else:
                 out = self._forward_stacked([policy(p) for p in pids],
                                             [where[p] for p in pids], pids[0] in greedy)

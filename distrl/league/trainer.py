@@ -34,6 +34,9 @@ class PolicyTrainer:
                  device: torch.device | str = "cpu", magnet: Magnet | None = None,
                  seed: int = 0):
         self.obs_space, self.act_space, self.cfg = obs_space, act_space, cfg
+        # A state critic replaces the policy's value head, which then trains no more.
+        self.ppo_cfg = (dataclasses.replace(cfg, vf_loss_coeff=0.0) if cfg.model.state_critic
+                        else cfg)
         self.seed, self.resets = seed, 0
         self.magnet_cfg = magnet or Magnet()  # off
         self.device = torch.device(device)
@@ -74,7 +77,7 @@ class PolicyTrainer:
         batch = PPOBatch.from_rollout(rollout, self.device)
         if self.magnet is not None:
             batch.magnet_dist_inputs = self._magnet_inputs(batch)
-        metrics = ppo_update(self.learner, batch, cfg, self.kl_coeff,
+        metrics = ppo_update(self.learner, batch, self.ppo_cfg, self.kl_coeff,
                              cfg.entropy_coeff_at(self.env_steps), generator,
                              magnet_coeff=self.magnet_cfg.coeff)
         if cfg.use_kl_loss:

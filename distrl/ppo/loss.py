@@ -30,10 +30,12 @@ def ppo_loss(
     surrogate = torch.min(adv * ratio, adv * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param))
     policy_loss = -surrogate.mean()
     entropy = dist.entropy(dist_inputs).mean()
-    vf_err = (values - batch.value_targets).pow(2)
-    if cfg.vf_clip_param is not None:
-        vf_err = vf_err.clamp(max=cfg.vf_clip_param)
-    vf_loss = vf_err.mean()
+    vf_loss = torch.zeros(())
+    if cfg.vf_loss_coeff > 0:  # 0: the values come from elsewhere (league state critics)
+        vf_err = (values - batch.value_targets).pow(2)
+        if cfg.vf_clip_param is not None:
+            vf_err = vf_err.clamp(max=cfg.vf_clip_param)
+        vf_loss = vf_err.mean()
     loss = policy_loss + cfg.vf_loss_coeff * vf_loss - entropy_coeff * entropy
     parts = {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
     if cfg.use_kl_loss and kl_coeff > 0:  # skipped otherwise: it costs a softmax per step
@@ -87,7 +89,7 @@ def ppo_update(
             if len(idx) == 0:  # DD-PPO: fewer sequences here than the ranks' shared count
                 learner.step(sum(p.sum() for p in learner.params) * 0.0, 0)
                 continue
-            mb, dist_inputs, values = _forward(model, batch, idx)
+            mb, dist_inputs, values = _forward(model, batch, idx, cfg.vf_loss_coeff > 0)
             if cfg.advantage_normalization == "minibatch" and len(mb) > 1:
                 adv = mb.advantages
                 mb.advantages = (adv - adv.mean()) / (adv.std() + 1e-8)
@@ -100,19 +102,20 @@ def ppo_update(
             steps += 1
     metrics = {k: float(v) / steps for k, v in sums.items()}
     with torch.no_grad():
-        mb, dist_inputs, _ = _forward(model, batch, None)
+        mb, dist_inputs, _ = _forward(model, batch, None, value=False)
         dist_inputs = mask_logits(dist_inputs, mb.action_mask)
         metrics["kl"] = float(model.dist.kl(mb.dist_inputs, dist_inputs).mean())
     return metrics
 
 
-def _forward(model: torch.nn.Module, batch: PPOBatch, idx: torch.Tensor | None
-             ) -> tuple[PPOBatch, torch.Tensor, torch.Tensor]:
+def _forward(model: torch.nn.Module, batch: PPOBatch, idx: torch.Tensor | None,
+             value: bool = True) -> tuple[PPOBatch, torch.Tensor, torch.Tensor]:
     """(minibatch, distribution inputs, values) of rows ``idx`` (sequences, for a
-    recurrent batch; None: all)."""
+    recurrent batch; None: all); ``value=False``: a feed-forward model skips its value
+    head (zeros)."""
     if batch.sequences is None:
         mb = batch if idx is None else batch.index(idx)
-        return (mb, *model(mb.obs))
+        return (mb, *model(mb.obs, value=value))
     dist_inputs, values, rows = unroll_rows(model, batch, idx)
     return batch.index(rows), dist_inputs, values
 
