@@ -191,7 +191,8 @@ class DDPPOWorker:
             self._signed_set(f"finished/{index}/{self.rank}", "1")
         t1 = time.perf_counter()
         hook = learner.grad_hook
-        adv_stats = pooled_mean_std(rollout.advantages, self.device, hook.reduce)
+        adv_stats = cfg.advantage_stats() or pooled_mean_std(rollout.advantages, self.device,
+                                                             hook.reduce)
         batch = PPOBatch.from_rollout(rollout, self.device, adv_stats)
         learner.set_lr(cfg.lr_at(env_steps_total))
         hook.seconds = 0.0

@@ -74,7 +74,7 @@ class PolicyTrainer:
         self.learner.set_lr(cfg.lr_at(self.env_steps))
         if rollout.critic_obs is not None:
             rollout, critic_targets = self._critic_advantages(rollout)
-        batch = PPOBatch.from_rollout(rollout, self.device)
+        batch = PPOBatch.from_rollout(rollout, self.device, cfg.advantage_stats())
         if self.magnet is not None:
             batch.magnet_dist_inputs = self._magnet_inputs(batch)
         metrics = ppo_update(self.learner, batch, self.ppo_cfg, self.kl_coeff,

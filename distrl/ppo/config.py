@@ -58,9 +58,15 @@ class PPOHyperparams:
     """Passes over the train batch per iteration (RLlib's num_sgd_iter)."""
     shuffle: bool = True
     """Shuffle the train batch before each epoch."""
-    advantage_normalization: Literal["batch", "minibatch"] = "batch"
+    advantage_normalization: Literal["batch", "minibatch", "none"] = "batch"
     """Standardize advantages over the whole train batch (RLlib) or over each minibatch
-    (SB3, CleanRL)."""
+    (SB3, CleanRL), or not at all (the loss's other terms then weigh against
+    advantages in reward units, e.g. a league magnet against chips)."""
+
+    def advantage_stats(self) -> tuple[float, float] | None:
+        """(mean, std) to standardize a batch's advantages with: (0, 1) when they stay as
+        they are, None for the batch's own."""
+        return (0.0, 1.0) if self.advantage_normalization == "none" else None
     model: ModelConfig = field(default_factory=ModelConfig)
     """Network architecture."""
 

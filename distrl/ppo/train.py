@@ -87,7 +87,7 @@ def _iteration(config: PPOConfig, learner: Learner, runners, p: Progress, kl_coe
     lr = config.lr_at(p.env_steps)
     entropy_coeff = config.entropy_coeff_at(p.env_steps)
     learner.set_lr(lr)
-    batch = PPOBatch.from_rollout(rollout, device)
+    batch = PPOBatch.from_rollout(rollout, device, config.advantage_stats())
     metrics = ppo_update(learner, batch, config, kl_coeff, entropy_coeff, generator)
     new_kl_coeff = (update_kl_coeff(kl_coeff, metrics["kl"], config.kl_target)
                     if config.use_kl_loss else kl_coeff)

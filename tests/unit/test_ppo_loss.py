@@ -250,3 +250,16 @@ def test_magnet_phases_lengthen_by_update_growth_and_resume():
     assert moved == [0, 64, 64, 64, 64, 192, 192, 192]
     with pytest.raises(ValueError, match="update_growth"):
         Magnet(update_growth=0.5)
+
+
+def test_advantages_stay_in_reward_units_without_normalization():
+    from tests.fakes import random_rollout
+
+    rollout = random_rollout(64, 0)
+    rollout.advantages = rollout.advantages * 5.0 + 3.0
+    raw = PPOHyperparams(advantage_normalization="none").advantage_stats()
+    batch = PPOBatch.from_rollout(rollout, "cpu", raw)
+    np.testing.assert_allclose(batch.advantages.numpy(), rollout.advantages, rtol=1e-6)
+    standard = PPOBatch.from_rollout(rollout, "cpu", PPOHyperparams().advantage_stats())
+    assert abs(float(standard.advantages.mean())) < 1e-5
+    assert float(standard.advantages.std()) == pytest.approx(1.0, rel=0.02)
