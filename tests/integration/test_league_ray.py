@@ -149,6 +149,25 @@ def test_ray_league_trains_lstm_learners_through_the_store(ray_local, tmp_path):
                if k.startswith("lstm.")), "the main agent's LSTM never trained"
 
 
+def test_ray_league_state_critics_train_in_their_learners(ray_local, tmp_path):
+    """State critics on Ray: match runners record the whole states, each learner fits
+    its critic (in its checkpointed state, with Adam's steps taken)."""
+    from dataclasses import replace
+
+    from distrl import ModelConfig
+
+    pytest.importorskip("pyspiel")
+    config = replace(CONFIG, model=ModelConfig(hiddens=(32,), state_critic=True))
+    run = RunConfig(env="openspiel:kuhn_poker", logdir=str(tmp_path), progress=False,
+                    max_env_steps=1_500)
+    result = train_league(config, run)
+    assert result["iteration"] >= 2 and result["learner/main_0/critic_loss"] > 0
+    trainers = Checkpoint(result["checkpoint"]).tensors("learner", "state.pt")["trainers"]
+    critic = trainers["main_0"]["critic"]
+    assert critic["model"]["layers.0.weight"].shape[1] == 2 * 11  # both Kuhn players
+    assert all(int(s["step"]) >= 1 for s in critic["optimizer"]["state"].values())
+
+
 def make_spaces():
     from distrl.league.games import make_multiagent_env, policy_obs_space
 
