@@ -275,14 +275,10 @@ class OpenSpielEnv:
 
 def observe(state: Any, player: int, info_state: bool = True) -> dict[str, np.ndarray]:
     """One OpenSpiel player's masked observation (also what NashConv's policy sees)."""
-    return {"observation": tensor(state, player, info_state),
+    tensor = (state.information_state_tensor(player) if info_state
+              else state.observation_tensor(player))
+    return {"observation": np.asarray(tensor, np.float32),
             "action_mask": np.asarray(state.legal_actions_mask(player), np.int8)}
-
-
-def tensor(state: Any, player: int, info_state: bool = True) -> np.ndarray:
-    """A player's information-state tensor (observation tensor without one)."""
-    return np.asarray(state.information_state_tensor(player) if info_state
-                      else state.observation_tensor(player), np.float32)
 
 
 def make_multiagent_env(spec: str | Callable[..., Any], env_config: dict | None = None

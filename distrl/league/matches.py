@@ -88,7 +88,8 @@ class Seat:
         """The seat's samples with GAE over its own steps. A truncated seat bootstraps
         from its last value: its next observation never came (the episode stopped).
         A recurrent seat's steps are one sequence per ``max_seq_len`` steps, each with
-        the state it started from (core/sequences.py's layout)."""
+        the state it started from (core/sequences.py's layout). A seat that recorded
+        critic states leaves its advantages (zeros here) to the learner's state critic."""
         values = np.asarray(self.values, np.float32)
         steps = len(self.rewards)
         if self.states:  # the learner's state critic computes them (PolicyTrainer)

@@ -195,7 +195,6 @@ class ActorCritic(nn.Module):
         return actions, {"logp": logp, "dist_inputs": dist_inputs, "values": values}
 
 
-
 class StateCritic(nn.Module):
     """A value MLP over a game's whole state, beside a league learner's ActorCritic
     (ModelConfig.state_critic): values [B] of states [B, size]."""

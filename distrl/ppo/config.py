@@ -62,11 +62,6 @@ class PPOHyperparams:
     """Standardize advantages over the whole train batch (RLlib) or over each minibatch
     (SB3, CleanRL), or not at all (the loss's other terms then weigh against
     advantages in reward units, e.g. a league magnet against chips)."""
-
-    def advantage_stats(self) -> tuple[float, float] | None:
-        """(mean, std) to standardize a batch's advantages with: (0, 1) when they stay as
-        they are, None for the batch's own."""
-        return (0.0, 1.0) if self.advantage_normalization == "none" else None
     model: ModelConfig = field(default_factory=ModelConfig)
     """Network architecture."""
 
@@ -118,6 +113,11 @@ class PPOHyperparams:
         if isinstance(self.entropy_coeff, tuple):
             return schedule_value(self.entropy_coeff, timestep)
         return float(self.entropy_coeff)
+
+    def advantage_stats(self) -> tuple[float, float] | None:
+        """(mean, std) to standardize a batch's advantages with: (0, 1) when they stay as
+        they are, None for the batch's own."""
+        return (0.0, 1.0) if self.advantage_normalization == "none" else None
 
 
 @dataclass(frozen=True)
