@@ -74,6 +74,33 @@ def test_alphazero_searches_and_learns_on_cuda_and_resumes_on_cpu(tmp_path):
     assert resumed["iteration"] == 5 and resumed["learner/value_loss"] >= 0
 
 
+def test_league_state_critic_trains_on_cuda():
+    """A league learner on CUDA with a state critic: the critic lives and trains on the
+    device, the advantages it makes come back to the host, its saved state is on CPU."""
+    pytest.importorskip("pyspiel")
+    from distrl import LeagueConfig
+    from distrl.league.games import make_multiagent_env, policy_obs_space
+    from distrl.league.matches import MatchLoop
+    from distrl.league.policies import RandomPolicy
+    from distrl.league.trainer import PolicyTrainer
+
+    envs = [make_multiagent_env("openspiel:kuhn_poker") for _ in range(4)]
+    spaces = (policy_obs_space(envs[0].observation_space("player_0")),
+              envs[0].action_space("player_0"))
+    loop = MatchLoop(envs, lambda i: {"player_0": "A", "player_1": "A"}, seed=0,
+                     critic_states=True)
+    rollout = loop.collect({"A": RandomPolicy(2)}.__getitem__, {"A"}, 256, 1.0, 1.0
+                           ).rollouts["A"]
+    config = LeagueConfig(model=replace(TINY, state_critic=True), minibatch_size=64,
+                          num_epochs=2, lambda_=0.0)
+    trainer = PolicyTrainer(*spaces, config, device="cuda")
+    metrics = trainer.update(rollout)
+    metrics.update(trainer.update(rollout))
+    assert next(trainer.critic.model.parameters()).is_cuda and metrics["critic_loss"] > 0
+    saved = trainer.get_state()["critic"]["model"]
+    assert {t.device.type for t in saved.values()} == {"cpu"}
+
+
 def test_league_learners_share_one_gpu_on_ray(ray_local, tmp_path):
     from tests.integration.test_league_ray import CONFIG, GAME
 
