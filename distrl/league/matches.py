@@ -119,12 +119,10 @@ class Seat:
         return out
 
     def _critic_arrays(self) -> dict[str, np.ndarray]:
-        """Two nodes per step for a state critic: the state the seat acted in and the
-        one after its action (whoever moves next), with the rewards that came in
-        between (the step's own, then the rest until the seat's next step) and how each
-        node ends: 0 the seat's game goes on, 1 it ended, 2 no such node (the step
-        ended the game). The reward before the seat's first step is left out: no
-        action of its changes it."""
+        """A state critic's two nodes per step (the state the seat acted in, the one
+        after its action), the rewards after each (the step's own, then the rest until
+        the next step; none before the first step: no action of the seat's changes it)
+        and how each ends: 0 goes on, 1 ended, 2 no such node (the step ended the game)."""
         if not self.terminated:
             raise ValueError("a state critic (ModelConfig.state_critic) needs games that "
                              "end by termination; this seat was truncated.")
@@ -133,9 +131,7 @@ class Seat:
         nodes = [x for s, a in zip(self.states, self.after, strict=True)
                  for x in (s, zeros if a is None else a)]
         ends = np.zeros((steps, 2), np.int8)
-        ends[-1, 1] = 1
-        if self.after[-1] is None:  # the seat's last step ended the game
-            ends[-1] = (1, 2)
+        ends[-1] = (1, 2) if self.after[-1] is None else (0, 1)  # None: it ended the game
         got = np.asarray(self.after_rewards, np.float32)
         rest = np.asarray(self.rewards, np.float32) - got
         return {"critic_obs": np.array(nodes).reshape(steps, 2, -1),
