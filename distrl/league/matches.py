@@ -259,8 +259,8 @@ class MatchLoop:
         ended = []
         for i, env in enumerate(self.envs):
             seats = self.seats[i]
-            watched = [a for a in actions[i]
-                       if self.critic_states and seats[a].policy_id in learning]
+            watched = ([a for a in actions[i] if seats[a].policy_id in learning]
+                       if self.critic_states else ())
             for agent in watched:
                 seats[agent].states.append(env.critic_state(agent))
             obs, rewards, terms, _, _ = env.step(actions[i])

@@ -109,13 +109,13 @@ class PolicyTrainer:
         critic, cfg = self.critic, self.cfg
         critic.set_lr(cfg.lr_at(self.env_steps))
         parts = -(-len(states) // (2 * cfg.minibatch_size))  # two nodes per step
-        total = 0.0
+        total = torch.zeros((), device=self.device)  # one device sync at the end, not per step
         for _ in range(cfg.num_epochs):
             for idx in torch.tensor_split(torch.randperm(len(states), generator=generator), parts):
                 loss = (critic.model(states[idx]) - targets[idx]).pow(2).mean()
                 critic.step(loss, len(idx))
-                total += float(loss.detach())
-        return total / (cfg.num_epochs * parts)
+                total += loss.detach()
+        return float(total) / (cfg.num_epochs * parts)
 
     def _magnet_inputs(self, batch: PPOBatch) -> torch.Tensor:
         """The magnet's masked logits on the batch, after moving it to the policy when due."""

@@ -30,16 +30,15 @@ def self_play(policy, samples: int, seed: int):
     envs = [make_multiagent_env(KUHN) for _ in range(8)]
     loop = MatchLoop(envs, lambda i: {"player_0": "A", "player_1": "A"}, seed=seed,
                      critic_states=True)
-    batch = loop.collect({"A": policy}.__getitem__, {"A"}, samples, 1.0, 1.0,
-                         torch.Generator().manual_seed(seed))
-    return batch
+    return loop.collect({"A": policy}.__getitem__, {"A"}, samples, 1.0, 1.0,
+                        torch.Generator().manual_seed(seed))
 
 
 def seat_slices(ends):
     """Each seat's rows: seats end where their last after-node's end is non-zero."""
     last = np.flatnonzero(ends[:, 1] != 0)
-    return [slice(a, b + 1) for a, b in zip(np.concatenate([[0], last[:-1] + 1]), last,
-                                                          strict=True)]
+    starts = np.concatenate([[0], last[:-1] + 1])
+    return [slice(a, b + 1) for a, b in zip(starts, last, strict=True)]
 
 
 def test_seats_record_the_whole_state_around_each_of_their_moves():
@@ -167,7 +166,12 @@ def test_the_critic_resumes_from_a_checkpoint_and_bad_setups_are_refused():
                        num_epochs=1)
     trainer = PolicyTrainer(*spaces(), cfg)
     rollout = self_play(RandomPolicy(2), 128, seed=3).rollouts["A"]
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     trainer.update(rollout)
+    # The policy trains; its own value head is neither used nor trained.
+    after = trainer.model.state_dict()
+    moved = {k for k in before if not torch.equal(before[k], after[k])}
+    assert moved and all(k.startswith("pi.") for k in moved), moved
     restored = PolicyTrainer(*spaces(), cfg)
     restored.set_state(trainer.get_state())
     states = torch.as_tensor(rollout.critic_obs[:, 0])
