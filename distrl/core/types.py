@@ -36,10 +36,13 @@ class Rollout:
     state_in: np.ndarray | None = None  # [S, 2, state_size]: (h, c) at each sequence start
     prev_actions: np.ndarray | None = None  # [B] or [B, A]: the step's previous action
     prev_rewards: np.ndarray | None = None  # [B] float32: the step's previous reward
-    # A state critic's nodes (league.matches.Seat): each step's state and the one after it.
+    # A state critic's nodes (league.seats.Seat): each step's state and the one after it.
     critic_obs: np.ndarray | None = None  # [B, 2, state_size]
     critic_rewards: np.ndarray | None = None  # [B, 2] float32: rewards after each node
     critic_ends: np.ndarray | None = None  # [B, 2] int8: 0 goes on, 1 ended, 2 no node
+    # Magnet.counterfactual: log-probability of the game so far under the seat's own
+    # earlier moves, and under the other players and chance.
+    reach_logp: np.ndarray | None = None  # [B, 2] float32
 
     @property
     def size(self) -> int:
@@ -87,6 +90,10 @@ class PPOBatch:
     prev_rewards: torch.Tensor | None = None  # [B]
     # Sequences of a recurrent policy's rows (Rollout.seq_starts): not indexed by row.
     sequences: Sequences | None = None
+    # Per-row weights, mean 1 (Magnet.counterfactual; None: all 1): of the policy term,
+    # and of the magnet and entropy terms.
+    pg_weights: torch.Tensor | None = None  # [B]
+    reg_weights: torch.Tensor | None = None  # [B]
 
     @staticmethod
     def from_rollout(r: Rollout, device: torch.device | str = "cpu",

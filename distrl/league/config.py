@@ -30,6 +30,12 @@ class Magnet:
     update_growth: Annotated[float, tyro.conf.arg(name="magnet-update-growth")] = 1.0
     """Each magnet phase is this many times longer than the one before (R-NaD lengthens
     its phases so that the policy settles near each magnet's fixed point); 1: constant."""
+    counterfactual: Annotated[bool, tyro.conf.arg(name="magnet-counterfactual")] = False
+    """Weight each move's policy term by 1 / (the mover's own probability of its earlier
+    moves) and its magnet and entropy terms by 1 / (the probability of the game so far),
+    each over its batch mean: sequence-form MMD's counterfactual values and dilated
+    regulariser, where on-policy samples weight both by how often the state comes up
+    (docs/league.md). Needs an env that reports its ``chance_logp`` (OpenSpiel's do)."""
 
     def __post_init__(self) -> None:
         if self.coeff < 0 or self.update_steps < 0:

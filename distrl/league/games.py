@@ -196,6 +196,7 @@ class OpenSpielEnv:
         self.possible_agents = [f"player_{i}" for i in range(self.game.num_players())]
         self.rng = np.random.default_rng()
         self.state: Any = None
+        self.chance_logp = 0.0  # log-probability of the episode's chance outcomes so far
 
     @property
     def agents(self) -> list[str]:
@@ -212,6 +213,7 @@ class OpenSpielEnv:
         if seed is not None:
             self.rng = np.random.default_rng(seed)
         self.state = self.game.new_initial_state()
+        self.chance_logp = 0.0
         self._resolve_chance()
         obs = self._obs()
         return obs, {a: {} for a in obs}
@@ -238,7 +240,9 @@ class OpenSpielEnv:
         rewards = np.zeros(self.game.num_players())
         while self.state.is_chance_node():
             outcomes, probs = zip(*self.state.chance_outcomes(), strict=True)
-            self.state.apply_action(int(self.rng.choice(outcomes, p=probs)))
+            k = int(self.rng.choice(len(outcomes), p=probs))
+            self.state.apply_action(int(outcomes[k]))
+            self.chance_logp += float(np.log(probs[k]))
             rewards += self.state.rewards()
         return rewards
 

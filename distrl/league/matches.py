@@ -20,122 +20,19 @@ every policy with the same kind of distribution. A recurrent policy's memory is 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 
 from distrl.core.checkpoint import games_in_progress, trusted_loads
-from distrl.core.returns import gae
-from distrl.core.sampling import env_action_fn
 from distrl.core.types import Rollout
 from distrl.league.batched import act_together, stacked_forward
 from distrl.league.games import split_obs
 from distrl.league.policies import ActingPolicy
-from distrl.models.distributions import Categorical, DiagGaussian, mask_logits
-
-
-@dataclass
-class Seat:
-    """One agent's steps in one episode, played by one policy."""
-
-    policy_id: str
-    action_space: gym.Space
-    obs: list[np.ndarray] = field(default_factory=list)
-    masks: list[np.ndarray] = field(default_factory=list)
-    actions: list[np.ndarray] = field(default_factory=list)
-    logp: list[float] = field(default_factory=list)
-    dist_inputs: list[np.ndarray] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
-    rewards: list[float] = field(default_factory=list)
-    total: float = 0.0  # the agent's episode return
-    terminated: bool = False
-    early: float = 0.0  # reward before the agent's first action (added to that action)
-    # A recurrent policy's memory of this (game, seat): its (h, c) now, and per step the
-    # state it acted from and the previous action and reward it saw (zero at the first).
-    state: tuple[torch.Tensor, torch.Tensor] | None = None
-    states_in: list[np.ndarray] = field(default_factory=list)
-    prev_actions: list[np.ndarray] = field(default_factory=list)
-    prev_rewards: list[float] = field(default_factory=list)
-    # A state critic's inputs (ModelConfig.state_critic): the game's whole state at each
-    # step and right after it (None: the step ended the game), and that step's reward.
-    states: list[np.ndarray] = field(default_factory=list)
-    after: list[np.ndarray | None] = field(default_factory=list)
-    after_rewards: list[float] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        discrete = isinstance(self.action_space, gym.spaces.Discrete)
-        self.dist = Categorical if discrete else DiagGaussian
-        self.to_env = env_action_fn(self.action_space)
-
-    def credit(self, reward: float) -> None:
-        self.total += reward
-        if self.rewards:
-            self.rewards[-1] += reward
-        else:
-            self.early += reward
-
-    def previous(self) -> tuple[np.ndarray, float]:
-        """The action and reward before the seat's next step (zeros before its first)."""
-        if self.actions:
-            return self.actions[-1], self.rewards[-1]
-        return np.zeros(self.action_space.shape, self.action_space.dtype), 0.0
-
-    def to_arrays(self, gamma: float, lambda_: float, max_seq_len: int = 20
-                  ) -> dict[str, np.ndarray]:
-        """The seat's samples with GAE over its own steps. A truncated seat bootstraps
-        from its last value: its next observation never came (the episode stopped).
-        A recurrent seat's steps are one sequence per ``max_seq_len`` steps, each with
-        the state it started from (core/sequences.py's layout). A seat that recorded
-        critic states leaves its advantages (zeros here) to the learner's state critic."""
-        values = np.asarray(self.values, np.float32)
-        steps = len(self.rewards)
-        if self.states:  # the learner's state critic computes them (PolicyTrainer)
-            adv = targets = np.zeros((steps, 1), np.float32)
-        else:
-            rewards = np.asarray(self.rewards, np.float32)[:, None]
-            rewards[0] += self.early
-            last = 0.0 if self.terminated else values[-1]
-            term = np.zeros((steps, 1), bool)
-            trunc = np.zeros((steps, 1), bool)
-            (term if self.terminated else trunc)[-1] = True
-            adv, targets = gae(rewards, np.append(values, last)[:, None], term, trunc, gamma,
-                               lambda_)
-        out = {"obs": np.stack(self.obs), "actions": np.stack(self.actions),
-               "logp": np.asarray(self.logp, np.float32), "values": values,
-               "dist_inputs": np.stack(self.dist_inputs), "advantages": adv[:, 0],
-               "value_targets": targets[:, 0]}
-        if self.masks:
-            out["action_mask"] = np.stack(self.masks)
-        if self.states_in:
-            starts = np.arange(steps) % max_seq_len == 0
-            out.update(seq_starts=starts, state_in=np.stack(self.states_in)[starts],
-                       prev_actions=np.stack(self.prev_actions),
-                       prev_rewards=np.asarray(self.prev_rewards, np.float32))
-        if self.states:
-            out.update(self._critic_arrays())
-        return out
-
-    def _critic_arrays(self) -> dict[str, np.ndarray]:
-        """A state critic's two nodes per step (the state the seat acted in, the one
-        after its action), the rewards after each (the step's own, then the rest until
-        the next step; none before the first step: no action of the seat's changes it)
-        and how each ends: 0 goes on, 1 ended, 2 no such node (the step ended the game)."""
-        if not self.terminated:
-            raise ValueError("a state critic (ModelConfig.state_critic) needs games that "
-                             "end by termination; this seat was truncated.")
-        steps = len(self.rewards)
-        zeros = np.zeros_like(self.states[0])
-        nodes = [x for s, a in zip(self.states, self.after, strict=True)
-                 for x in (s, zeros if a is None else a)]
-        ends = np.zeros((steps, 2), np.int8)
-        ends[-1] = (1, 2) if self.after[-1] is None else (0, 1)  # None: it ended the game
-        got = np.asarray(self.after_rewards, np.float32)
-        rest = np.asarray(self.rewards, np.float32) - got
-        return {"critic_obs": np.array(nodes).reshape(steps, 2, -1),
-                "critic_rewards": np.stack([got, rest], 1), "critic_ends": ends}
+from distrl.league.seats import Seat
+from distrl.models.distributions import mask_logits
 
 
 @dataclass
@@ -162,16 +59,22 @@ class MatchLoop:
     """Steps ``envs`` (multi-agent) with the policies ``choose`` seats at each reset.
     ``max_seq_len``: the training sequences of recurrent learners (ModelConfig's);
     ``critic_states``: learning seats also record the envs' critic_state around each of
-    their steps (ModelConfig.state_critic)."""
+    their steps (ModelConfig.state_critic); ``others_reach``: each step also records the
+    log-probability of its game so far under the other players and chance
+    (Magnet.counterfactual)."""
 
     def __init__(self, envs: list[Any], choose: Callable[[int], dict[str, str]], seed: int,
-                 max_seq_len: int = 20, critic_states: bool = False):
+                 max_seq_len: int = 20, critic_states: bool = False,
+                 others_reach: bool = False):
         if critic_states and not hasattr(envs[0], "critic_state"):
             raise ValueError(f"{type(envs[0]).__name__} has no critic_state(agent), which "
                              "ModelConfig.state_critic needs (OpenSpiel games have one); "
                              "turn state_critic off.")
         self.envs, self.choose, self.max_seq_len = envs, choose, max_seq_len
-        self.critic_states = critic_states
+        if others_reach and not hasattr(envs[0], "chance_logp"):
+            raise ValueError(f"{type(envs[0]).__name__} has no chance_logp, which "
+                             "Magnet.counterfactual needs (OpenSpiel games have one); turn it off.")
+        self.critic_states, self.others_reach = critic_states, others_reach
         self.obs: list[dict[str, Any]] = [{} for _ in envs]
         self.seats: list[dict[str, Seat]] = [{} for _ in envs]
         self.lengths = [0] * len(envs)
@@ -263,6 +166,8 @@ class MatchLoop:
                        if self.critic_states else ())
             for agent in watched:
                 seats[agent].states.append(env.critic_state(agent))
+            if self.others_reach:
+                self._record_others(env, seats, actions[i])
             obs, rewards, terms, _, _ = env.step(actions[i])
             self.lengths[i] += 1
             for agent, r in rewards.items():
@@ -279,6 +184,14 @@ class MatchLoop:
             ended.append((i, seats))
             self._reset(i)
         return ended
+
+    @staticmethod
+    def _record_others(env: Any, seats: dict[str, Seat], movers: Collection[str]) -> None:
+        """Each mover's log-probability of the game so far under chance and the others."""
+        totals = {a: sum(s.logp) for a, s in seats.items()}
+        everyone = sum(totals.values())
+        for agent in movers:  # the mover's own logp holds this move already: all of it goes
+            seats[agent].others_logp.append(env.chance_logp + everyone - totals[agent])
 
     def _forward(self, pi: ActingPolicy, where: list[tuple[int, str]], greedy: bool,
                  value: bool) -> _Forward:

@@ -33,7 +33,7 @@ class MatchRunner:
     def __init__(self, game: Any, env_config: dict[str, Any], num_envs: int, seed: int,
                  head: Any, mappings: list[dict[str, str]], gamma: float, lambda_: float,
                  max_cached_policies: int = 64, max_seq_len: int = 20,
-                 critic_states: bool = False,
+                 critic_states: bool = False, others_reach: bool = False,
                  bots: tuple[str, ...] = ()):
         self.gamma, self.lambda_, self.max_cached = gamma, lambda_, max_cached_policies
         self.reader = PolicyReader(head, max_cached_policies)
@@ -45,7 +45,8 @@ class MatchRunner:
         # Players that are not in the store: the random player (discrete games) and bots.
         n = int(space.n) if hasattr(space, "n") else None
         self.outside = outside_players(n, bots, envs[0], seed)
-        self.loop = MatchLoop(envs, self._choose, seed, max_seq_len, critic_states)
+        self.loop = MatchLoop(envs, self._choose, seed, max_seq_len, critic_states,
+                              others_reach)
 
     def _choose(self, env_index: int) -> dict[str, str]:
         """The next mapping the league drew; once they run out, one of them again at
@@ -133,7 +134,8 @@ class RayPlayers:
                         mappings=self._draw(cfg.num_envs, self.ids), gamma=cfg.gamma,
                         lambda_=cfg.gae_lambda, max_cached_policies=cfg.max_cached_policies,
                         max_seq_len=cfg.model.max_seq_len, bots=cfg.rules.bots,
-                        critic_states=cfg.model.state_critic)
+                        critic_states=cfg.model.state_critic,
+                        others_reach=cfg.magnet.counterfactual)
 
         return Supervisor("match_runners", MatchRunner, kwargs, cfg.num_env_runners,
                           max_restarts=run.max_restarts, call_timeout_s=run.actor_timeout_s,

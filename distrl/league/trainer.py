@@ -77,6 +77,12 @@ class PolicyTrainer:
         batch = PPOBatch.from_rollout(rollout, self.device, cfg.advantage_stats())
         if self.magnet is not None:
             batch.magnet_dist_inputs = self._magnet_inputs(batch)
+        if self.magnet_cfg.counterfactual:
+            if rollout.reach_logp is None:
+                raise ValueError("Magnet.counterfactual needs rollouts with reach_logp (a "
+                                 "MatchLoop with others_reach=True); these have none.")
+            batch.pg_weights, batch.reg_weights = counterfactual_weights(rollout.reach_logp,
+                                                                         self.device)
         metrics = ppo_update(self.learner, batch, self.ppo_cfg, self.kl_coeff,
                              cfg.entropy_coeff_at(self.env_steps), generator,
                              magnet_coeff=self.magnet_cfg.coeff)
@@ -151,6 +157,17 @@ class PolicyTrainer:
         if state.get("critic") is not None:
             size = state["critic"]["model"]["layers.0.weight"].shape[1]
             self._state_critic(size).set_state(state["critic"])
+
+
+def counterfactual_weights(reach_logp: np.ndarray, device: torch.device
+                           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Magnet.counterfactual's row weights from [B, 2] (own, others') log-probabilities
+    of the game so far: 1 / own and 1 / (own x others), each over its mean."""
+    def inverse(logp: np.ndarray) -> torch.Tensor:
+        w = np.exp(logp.max() - logp)  # scaled by the largest probability: no overflow
+        return torch.as_tensor(w / w.mean(), dtype=torch.float32, device=device)
+    x = reach_logp.astype(np.float64)
+    return inverse(x[:, 0]), inverse(x.sum(1))
 
 
 def node_advantages(values: np.ndarray, rewards: np.ndarray, ends: np.ndarray, gamma: float,

@@ -4,6 +4,8 @@ penalty (and a league's magnet term), minibatch SGD over one train batch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from distrl.core.learner import Learner
@@ -28,8 +30,9 @@ def ppo_loss(
     ratio = torch.exp(logp - batch.logp)
     adv = batch.advantages
     surrogate = torch.min(adv * ratio, adv * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param))
-    policy_loss = -surrogate.mean()
-    entropy = dist.entropy(dist_inputs).mean()
+    policy_loss = -_weighted_mean(batch.pg_weights)(surrogate)
+    reg_mean = _weighted_mean(batch.reg_weights)  # the magnet's and entropy's terms
+    entropy = reg_mean(dist.entropy(dist_inputs))
     vf_loss = torch.zeros(())
     if cfg.vf_loss_coeff > 0:  # 0: the values come from elsewhere (league state critics)
         vf_err = (values - batch.value_targets).pow(2)
@@ -42,9 +45,16 @@ def ppo_loss(
         parts["kl"] = dist.kl(batch.dist_inputs, dist_inputs).mean()
         loss = loss + kl_coeff * parts["kl"]
     if magnet_coeff > 0 and batch.magnet_dist_inputs is not None:
-        parts["magnet_kl"] = dist.kl(dist_inputs, batch.magnet_dist_inputs).mean()
+        parts["magnet_kl"] = reg_mean(dist.kl(dist_inputs, batch.magnet_dist_inputs))
         loss = loss + magnet_coeff * parts["magnet_kl"]
     return loss, {k: v.detach() for k, v in parts.items()}
+
+
+def _weighted_mean(weights: torch.Tensor | None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Mean over rows, each weighted (weights of mean 1; None: the plain mean)."""
+    if weights is None:
+        return torch.mean
+    return lambda x: (x * weights).mean()
 
 
 def update_kl_coeff(kl_coeff: float, kl: float, kl_target: float) -> float:
