@@ -5,13 +5,15 @@ within 1,800 s (OpenSpiel's R-NaD reference: about 0.2 after 1M learner steps).
     python bench/league_leduc.py [--seconds 1800] [--seed 0]
 
 The same league as Kuhn's (pure self-play with magnetic mirror descent), with a wider
-network for Leduc's 936 information states, a stronger magnet whose phases lengthen by
-10% each (a constant phase descends faster at first, then climbs back), poker's
-undiscounted Monte Carlo returns (gamma = lambda = 1), a learning rate 3x larger at
-first (the policy moved too little per update) decaying to 1e-5, an entropy bonus
-from 0.1 to 0.03 (without it the faster descent turns up sooner), and evaluations
-every 16 iterations (18% more moves in the same time than every 4). It bottoms out near 0.6
-and ends near 0.7; docs/benchmarks.md has the trials.
+network for Leduc's 936 information states; counterfactual weighting
+(Magnet.counterfactual: with on-policy weighting the update itself stalls near 0.6,
+bench/leduc_dynamics.py) and a magnet coefficient of 0.5; magnet phases that lengthen
+by 10% each (a constant phase descends faster at first, then climbs back); poker's
+undiscounted Monte Carlo returns (gamma = lambda = 1); a learning rate 3x larger at
+first (the policy moved too little per update) decaying to 1e-5; an entropy bonus from
+0.1 to 0.03 (without one, the counterfactual run stayed above 2); and evaluations every
+16 iterations (18% more moves in the same time than every 4). docs/benchmarks.md has
+the trials.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from distrl import LeagueConfig, LeagueRules, Magnet, ModelConfig
 CONFIG = LeagueConfig(
     rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0,
                       self_play_prob=1.0, exploiter_check_prob=0.0),
-    magnet=Magnet(coeff=2.0, update_steps=100_000, update_growth=1.1),
+    magnet=Magnet(coeff=0.5, update_steps=100_000, update_growth=1.1, counterfactual=True),
     model=ModelConfig(hiddens=(128, 128)),
     gamma=1.0, lambda_=1.0,
     train_batch_size=4096, minibatch_size=1024, num_epochs=4,

@@ -116,3 +116,20 @@ def test_a_counterfactual_learner_trains_on_kuhn_and_bad_setups_are_refused():
         trainer.update(r)
     with pytest.raises(ValueError, match="no chance_logp"):
         MatchLoop([object()], lambda i: {}, seed=0, others_reach=True)
+
+
+def test_the_cli_flag_trains_a_kuhn_league(tmp_path):
+    import subprocess
+    import sys
+
+    from distrl.core.checkpoint import Checkpoint
+    from distrl.core.config import from_json
+
+    logdir = str(tmp_path / "run")
+    subprocess.run([sys.executable, "-m", "distrl", "train", "league", "--env", KUHN,
+                    "--max-env-steps", "300", "--num-envs", "4", "--train-batch-size", "64",
+                    "--minibatch-size", "32", "--magnet-coeff", "0.2",
+                    "--magnet-counterfactual", "--logdir", logdir], check=True,
+                   capture_output=True)
+    saved = Checkpoint(logdir).json("run", "config.json")["config"]
+    assert from_json(LeagueConfig, saved).magnet == Magnet(0.2, counterfactual=True)
