@@ -51,6 +51,12 @@ class Seat:
         self.dist = Categorical if discrete else DiagGaussian
         self.to_env = env_action_fn(self.action_space)
 
+    def __setstate__(self, state: dict) -> None:
+        """A seat pickled before some field existed (a game in progress in an older
+        checkpoint) gets that field's default."""
+        self.__init__(state["policy_id"], state["action_space"])
+        self.__dict__.update(state)
+
     def credit(self, reward: float) -> None:
         self.total += reward
         if self.rewards:

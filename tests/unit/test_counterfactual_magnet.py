@@ -133,3 +133,15 @@ def test_the_cli_flag_trains_a_kuhn_league(tmp_path):
                    capture_output=True)
     saved = Checkpoint(logdir).json("run", "config.json")["config"]
     assert from_json(LeagueConfig, saved).magnet == Magnet(0.2, counterfactual=True)
+
+
+def test_a_seat_pickled_before_its_newer_fields_gets_their_defaults():
+    from distrl.core.checkpoint import games_in_progress, trusted_loads
+    from distrl.league.seats import Seat
+
+    env = make_multiagent_env(KUHN)
+    seat = Seat("A", env.action_space("player_0"))
+    seat.logp.append(-0.5)
+    del seat.others_logp, seat.states  # as an older version pickled it
+    restored = trusted_loads(games_in_progress(seat, KUHN))
+    assert restored.others_logp == [] and restored.states == [] and restored.logp == [-0.5]
