@@ -168,6 +168,21 @@ def test_ray_league_state_critics_train_in_their_learners(ray_local, tmp_path):
     assert all(int(s["step"]) >= 1 for s in critic["optimizer"]["state"].values())
 
 
+def test_ray_league_counterfactual_learners_get_each_moves_reach(ray_local, tmp_path):
+    """Magnet.counterfactual on Ray: match runners record each move's reach (a learner
+    given samples without it refuses them, which would fail the run)."""
+    from dataclasses import replace
+
+    from distrl import Magnet
+
+    pytest.importorskip("pyspiel")
+    config = replace(CONFIG, magnet=Magnet(coeff=0.2, counterfactual=True))
+    run = RunConfig(env="openspiel:kuhn_poker", logdir=str(tmp_path), progress=False,
+                    max_env_steps=1_500)
+    result = train_league(config, run)
+    assert result["iteration"] >= 2 and result["learner/main_0/magnet_kl"] > 0
+
+
 def make_spaces():
     from distrl.league.games import make_multiagent_env, policy_obs_space
 
