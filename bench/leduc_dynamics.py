@@ -11,10 +11,13 @@ expectation, per information state I of self-play: the mirror-descent step
 with A = Q(I, .) - V(I) under the current table (sigma: the batch's advantage scale),
 the step eta proportional to I's self-play reach (on-policy samples: a state visited
 twice as often moves twice as far), and the magnet moved to the policy on the bench's
-schedule (Magnet.update_steps / update_growth, in iterations). ``dilated`` weighs the
-magnet term as ``Magnet.dilated`` does: by E[1 / (others' and chance's reach)] over
-I's histories, normalised like the learner's batch mean; its temperature at I grows
-as the others make I rarer. JSON: NashConv every ``every`` iterations per variant.
+schedule (Magnet.update_steps / update_growth, in iterations). Variants per visit of
+I: ``on_policy`` weighs every term alike (the league without Magnet.counterfactual);
+``dilated`` weighs only the magnet term, by E[1 / (others' and chance's reach)] over
+I's histories; ``counterfactual`` is Magnet.counterfactual: the policy term by
+1 / own reach, the magnet term by 1 / reach of the history; each weight over its batch
+mean. The magnet's temperature at I is the ratio of the two weights: with the last two
+it grows as the others make I rarer. JSON: NashConv every ``every`` iterations per variant.
 """
 
 from __future__ import annotations
