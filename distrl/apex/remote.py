@@ -262,6 +262,8 @@ class ApexRuntime:
             if other.kind != "actor" and other.slot == call.slot:
                 self.calls.pop(ref)
         s = call.slot
+        # Counted from reported adds: a fragment whose actor died after its add landed
+        # was never reported, so it is missing here (at most one per actor death).
         held = min(self.shard_added[s], self.config.shard_capacity)
         self.stored -= held
         self.counts["lost"] += held

@@ -95,12 +95,17 @@ def kill_and_wait(actor):
             ray_module.get(actor.stats.remote())
 
 
+def wait_for_actor_steps(engine):
+    """Until every actor step in flight has returned (its result not yet handled)."""
+    flying = [ref for ref, c in engine.calls.items() if c.kind == "actor"]
+    ray_module.wait(flying, num_returns=len(flying), timeout=30)
+
+
 def landed_after_the_last_stats(engine):
     """A shard holding a fragment the driver has not seen yet: fragments still in flight
     when an iteration ends land after its last stats call. Returns (shard, its size)."""
     for _ in range(10):
-        flying = [ref for ref, c in engine.calls.items() if c.kind == "actor"]
-        ray_module.wait(flying, num_returns=len(flying), timeout=30)
+        wait_for_actor_steps(engine)
         for s, stats in enumerate(shard_stats(engine)):
             if stats["size"] > engine.shard_sizes[s]:
                 return s, stats["size"]
@@ -112,6 +117,9 @@ def test_killed_actor_and_killed_shard_are_replaced(ray_local):
     engine, _ = runtime()
     try:
         engine.iterate(min_time_s=0.5, min_env_steps=600)
+        # Killed once its step has returned: a fragment whose actor dies after its add
+        # landed is never reported, so replay/lost below would miss it (see _replace).
+        wait_for_actor_steps(engine)
         ray_module.kill(engine.actors.actors[0])
         out = engine.iterate(min_time_s=1.0, min_env_steps=600)
         assert engine.metrics()["faults/restarts/apex_actors"] == 1
