@@ -17,7 +17,9 @@ I: ``on_policy`` weighs every term alike (the league without Magnet.counterfactu
 I's histories; ``counterfactual`` is Magnet.counterfactual: the policy term by
 1 / own reach, the magnet term by 1 / reach of the history; each weight over its batch
 mean. The magnet's temperature at I is the ratio of the two weights: with the last two
-it grows as the others make I rarer. JSON: NashConv every ``every`` iterations per variant.
+it grows as the others make I rarer. ``--entropy`` adds the bench's entropy bonus (a KL
+to uniform, weighted as the magnet term). JSON: NashConv every ``every`` iterations per
+variant.
 """
 
 from __future__ import annotations
@@ -111,7 +113,8 @@ class Tree:
 
 
 def run(tree: Tree, game: object, variant: str, coeff: float, lr: float, first: int,
-        growth: float, iterations: int, every: int, sigma: float) -> list[float]:
+        growth: float, iterations: int, every: int, sigma: float,
+        entropy: tuple[float, float, int] = (0.0, 0.0, 1)) -> list[float]:
     legal = tree.legal
     table = legal / np.maximum(legal.sum(1, keepdims=True), 1)
     magnet, next_update, phase, curve = table.copy(), first, float(first), []
@@ -129,9 +132,13 @@ def run(tree: Tree, game: object, variant: str, coeff: float, lr: float, first: 
         pg, reg = pg / ((pg * d).sum() / d.sum()), reg / ((reg * d).sum() / d.sum())
         step = d * pg
         eta = (lr * step / step.max())[:, None]
-        c = coeff * (reg / np.maximum(pg, 1e-300))[:, None]
+        temperature = (reg / np.maximum(pg, 1e-300))[:, None]
+        c = coeff * temperature
+        # The entropy bonus is a KL to uniform, weighted as the magnet's term is; uniform's
+        # log is one number per state, gone with the normalisation below.
+        e = np.interp(t, (0, entropy[2]), entropy[:2]) * temperature
         logits = (np.log(np.maximum(table, 1e-300)) + eta * c * np.log(np.maximum(magnet, 1e-300))
-                  + eta * adv) / (1 + eta * c)
+                  + eta * adv) / (1 + eta * c + eta * e)
         logits = np.where(legal, logits - np.where(legal, logits, -np.inf).max(1, keepdims=True),
                           -np.inf)
         table = np.where(legal, np.exp(logits), 0.0)
@@ -155,17 +162,24 @@ def main() -> None:
                    "(the bench's 100k moves / 4,096 per batch)")
     p.add_argument("--growth", type=float, default=1.1)
     p.add_argument("--sigma", type=float, default=3.5, help="advantage scale, chips")
+    p.add_argument("--entropy", type=float, nargs=2, default=(0.0, 0.0),
+                   help="entropy bonus at the first and the --entropy-span-th iteration, "
+                   "linear between (the bench: 0.1 0.03)")
+    p.add_argument("--entropy-span", type=int, default=3906, help="iterations (the bench's "
+                   "16M moves / 4,096)")
     args = p.parse_args()
     pyspiel = import_extra("pyspiel", "open_spiel")
     game = pyspiel.load_game(args.game)
     tree = Tree(game)
     out = {"game": args.game, "iterations": args.iterations, "every": args.every,
-           "lr": args.lr, "first": args.first, "growth": args.growth}
+           "lr": args.lr, "first": args.first, "growth": args.growth,
+           "entropy": args.entropy, "entropy_span": args.entropy_span}
     for variant in ("on_policy", "dilated", "counterfactual"):
         for coeff in args.coeffs:
             start = time.perf_counter()
             curve = run(tree, game, variant, coeff, args.lr, args.first, args.growth,
-                        args.iterations, args.every, args.sigma)
+                        args.iterations, args.every, args.sigma,
+                        (*args.entropy, args.entropy_span))
             out[f"{variant}_coeff_{coeff}"] = {"nash_conv": curve, "best": min(curve),
                                                "seconds": round(time.perf_counter() - start, 1)}
     print(json.dumps(out))
