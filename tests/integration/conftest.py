@@ -18,7 +18,8 @@ def two_nodes():
 
     if ray.is_initialized():
         ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster = Cluster(initialize_head=True,  # no dashboard: these tests need no state API
+                      head_node_args={"num_cpus": 1, "include_dashboard": False})
     second = cluster.add_node(num_cpus=1)
     ray.init(address=cluster.address)
     yield cluster.head_node.node_id, second.node_id
