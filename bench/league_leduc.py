@@ -6,14 +6,16 @@ within 1,800 s (OpenSpiel's R-NaD reference: about 0.2 after 1M learner steps).
 
 The same league as Kuhn's (pure self-play with magnetic mirror descent), with a wider
 network for Leduc's 936 information states; counterfactual weighting
-(Magnet.counterfactual: with on-policy weighting the update itself stalls near 0.6,
-bench/leduc_dynamics.py) and a magnet coefficient of 0.5; magnet phases that lengthen
-by 10% each (a constant phase descends faster at first, then climbs back); poker's
-undiscounted Monte Carlo returns (gamma = lambda = 1); a learning rate 3x larger at
-first (the policy moved too little per update) decaying to 1e-5; an entropy bonus from
-0.1 to 0.03 (without one, the counterfactual run stayed above 2); and evaluations every
-16 iterations (18% more moves in the same time than every 4). docs/benchmarks.md has
-the trials.
+(Magnet.counterfactual: without samples it descends faster, 0.094 against 0.16 for
+on-policy weighting after 3,500 iterations, bench/leduc_dynamics.py; from samples the
+two land closer, 0.39 against 0.45) and a magnet coefficient of 0.5; magnet phases
+that lengthen by 10% each (a constant phase descends faster at first, then climbs
+back); poker's undiscounted Monte Carlo returns (gamma = lambda = 1); a learning rate 3x
+larger at first (the policy moved too little per update) decaying to 1e-5; an entropy
+bonus from 0.1 to 0.03 over 16M moves (without one, the counterfactual run stayed above
+2; reaching 0.03 by 6M was worse from samples, though not without them); and
+evaluations every 16 iterations (18% more moves in the same time than every 4).
+docs/benchmarks.md has the trials.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ CONFIG = LeagueConfig(
     gamma=1.0, lambda_=1.0,
     train_batch_size=4096, minibatch_size=1024, num_epochs=4,
     lr_schedule=((0, 1e-3), (3_000_000, 2e-4), (16_000_000, 1e-5)),
-    entropy_coeff=((0, 0.1), (6_000_000, 0.03)), use_kl_loss=False, num_envs=64,
+    entropy_coeff=((0, 0.1), (16_000_000, 0.03)), use_kl_loss=False, num_envs=64,
     league_eval_interval=16, league_eval_games=20, league_eval_average_window=12)
 
 if __name__ == "__main__":
