@@ -36,10 +36,12 @@ class Rollout:
     state_in: np.ndarray | None = None  # [S, 2, state_size]: (h, c) at each sequence start
     prev_actions: np.ndarray | None = None  # [B] or [B, A]: the step's previous action
     prev_rewards: np.ndarray | None = None  # [B] float32: the step's previous reward
-    # A state critic's nodes (league.seats.Seat): each step's state and the one after it.
-    critic_obs: np.ndarray | None = None  # [B, 2, state_size]
-    critic_rewards: np.ndarray | None = None  # [B, 2] float32: rewards after each node
-    critic_ends: np.ndarray | None = None  # [B, 2] int8: 0 goes on, 1 ended, 2 no node
+    # A state critic's nodes (league.seats.Seat): the rest of each step's game, from the
+    # step's own node on, padded to L nodes (rollouts with other L concatenate padded).
+    critic_obs: np.ndarray | None = None  # [B, L, state_size]
+    critic_probs: np.ndarray | None = None  # [B, L, K] the mover's or chance's distribution
+    critic_choice: np.ndarray | None = None  # [B, L] int64: the choice taken, -1 no node
+    critic_rewards: np.ndarray | None = None  # [B, L] float32: the seat's, leaving each node
     # Magnet.counterfactual: log-probability of the game so far under the seat's own
     # earlier moves, and under the other players and chance.
     reach_logp: np.ndarray | None = None  # [B, 2] float32
@@ -60,7 +62,8 @@ class Rollout:
                 continue
             if any(x is None for x in xs):
                 raise ValueError(f"cannot concatenate rollouts with and without {f.name}")
-            arrays[f.name] = np.concatenate(xs)
+            arrays[f.name] = (concat_nodes(xs) if f.name.startswith("critic_")
+                              else np.concatenate(xs))
         stats = {}
         for p in parts:
             for k, v in p.stats.items():
@@ -71,6 +74,20 @@ class Rollout:
             weights_version=min(p.weights_version for p in parts),
             stats=stats,
         )
+
+
+def concat_nodes(xs: list[np.ndarray]) -> np.ndarray:
+    """np.concatenate of a state critic's nodes per row ([B, L, ...]) along rows, those of
+    a shorter L padded to the longest, with -1 in integer arrays (no node). One copy into
+    a preallocated array: np.pad per part cost more than the games."""
+    length = max(x.shape[1] for x in xs)
+    fill = -1 if np.issubdtype(xs[0].dtype, np.integer) else 0
+    out = np.full((sum(len(x) for x in xs), length, *xs[0].shape[2:]), fill, xs[0].dtype)
+    start = 0
+    for x in xs:
+        out[start:start + len(x), :x.shape[1]] = x
+        start += len(x)
+    return out
 
 
 @dataclass

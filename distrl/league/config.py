@@ -114,6 +114,10 @@ class LeagueConfig(PPOHyperparams):
                              "league_eval_random_opening_moves, league_eval_average_window "
                              "and the CPU and GPU "
                              "counts must be >= 0.")
+        if self.model.state_critic and self.gamma != 1.0:
+            raise ValueError(f"model.state_critic estimates undiscounted returns (its control "
+                             f"variates run over every node of a game); set gamma=1.0 (got "
+                             f"{self.gamma}) or turn state_critic off.")
         if self.league_eval_interval < 0:
             raise ValueError(f"`league_eval_interval` ({self.league_eval_interval}) must be >= 0.")
         if self.stop_win_rate is not None and not (

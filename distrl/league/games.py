@@ -13,9 +13,12 @@ in the episode), ``observation_space(agent)``, ``action_space(agent)``,
 (c) the episode is over when the returned ``obs`` is empty or ``agents`` is;
 (d) an agent with an action mask observes ``{"observation": array, "action_mask": int8
     array, 1 = legal}`` (PettingZoo classic's convention); ``split_obs`` takes it apart.
-(e) optionally, ``critic_state(agent) -> array``: the whole state as the agent would see
-    it if nothing were hidden, for league learners' state critics (ModelConfig.state_critic;
-    OpenSpielEnv has one).
+(e) optionally, for league learners' state critics (ModelConfig.state_critic; OpenSpielEnv
+    has them): ``critic_states(agents) -> {agent: array}``, the whole state as each agent
+    would see it if nothing were hidden; ``critic_outcomes``, how many moves or chance
+    outcomes a node has at most; and ``chance_nodes``, None or a list the env appends each
+    chance node it resolves to, as ``(critic_states of every agent, outcome
+    probabilities, outcome)``.
 
 Specs: ``pettingzoo:connect_four_v3`` (any PettingZoo family), ``openspiel:kuhn_poker``,
 ``module:callable`` (a factory of an AEC env, a parallel env or anything with the protocol).
@@ -197,6 +200,8 @@ class OpenSpielEnv:
         self.rng = np.random.default_rng()
         self.state: Any = None
         self.chance_logp = 0.0  # log-probability of the episode's chance outcomes so far
+        self.critic_outcomes = max(n, self.game.max_chance_outcomes())
+        self.chance_nodes: list | None = None  # a list: record them (ModelConfig.state_critic)
 
     @property
     def agents(self) -> list[str]:
@@ -241,10 +246,19 @@ class OpenSpielEnv:
         while self.state.is_chance_node():
             outcomes, probs = zip(*self.state.chance_outcomes(), strict=True)
             k = int(self.rng.choice(len(outcomes), p=probs))
+            if self.chance_nodes is not None:
+                self._record_chance(outcomes, probs, k)
             self.state.apply_action(int(outcomes[k]))
             self.chance_logp += float(np.log(probs[k]))
             rewards += self.state.rewards()
         return rewards
+
+    def _record_chance(self, outcomes: tuple[int, ...], probs: tuple[float, ...], k: int
+                       ) -> None:
+        dist = np.zeros(self.critic_outcomes, np.float32)
+        dist[list(outcomes)] = probs
+        self.chance_nodes.append((self.critic_states(self.possible_agents), dist,
+                                  int(outcomes[k])))
 
     def _obs(self) -> dict[str, Any]:
         if self.state.is_terminal():
@@ -256,17 +270,22 @@ class OpenSpielEnv:
         """A copy of the game's state (for search bots)."""
         return self.state.clone()
 
-    def critic_state(self, agent: str) -> np.ndarray:
-        """The whole state as ``agent`` would see it if nothing were hidden, for a critic
-        (ModelConfig.state_critic): every player's information-state tensor (observation
-        tensor), ``agent``'s first; zeros once the game is over."""
-        first = self.possible_agents.index(agent)
+    def critic_states(self, agents: list[str]) -> dict[str, np.ndarray]:
+        """The whole state as each of ``agents`` would see it if nothing were hidden, for
+        a critic (ModelConfig.state_critic): every player's information-state tensor
+        (observation tensor), the agent's first; zeros once the game is over."""
         n = self.game.num_players()
         if self.state is None or self.state.is_terminal():
-            return np.zeros(n * self._obs_space["observation"].shape[0], np.float32)
+            size = n * self._obs_space["observation"].shape[0]
+            return {a: np.zeros(size, np.float32) for a in agents}
         get = (self.state.information_state_tensor if self.info_state
                else self.state.observation_tensor)
-        return np.asarray([x for k in range(n) for x in get((first + k) % n)], np.float32)
+        tensors = [np.asarray(get(p), np.float32) for p in range(n)]  # each read once
+        out = {}
+        for agent in agents:
+            first = self.possible_agents.index(agent)
+            out[agent] = np.concatenate([tensors[(first + k) % n] for k in range(n)])
+        return out
 
     def observe_states(self, states: list[Any]) -> np.ndarray:
         """The observations of the players to move in ``states``, as this env gives them."""

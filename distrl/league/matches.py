@@ -27,11 +27,11 @@ import numpy as np
 import torch
 
 from distrl.core.checkpoint import games_in_progress, trusted_loads
-from distrl.core.types import Rollout
+from distrl.core.types import Rollout, concat_nodes
 from distrl.league.batched import act_together, stacked_forward
 from distrl.league.games import split_obs
 from distrl.league.policies import ActingPolicy
-from distrl.league.seats import Seat
+from distrl.league.seats import Node, Seat
 from distrl.models.distributions import mask_logits
 
 
@@ -58,23 +58,25 @@ class MatchBatch:
 class MatchLoop:
     """Steps ``envs`` (multi-agent) with the policies ``choose`` seats at each reset.
     ``max_seq_len``: the training sequences of recurrent learners (ModelConfig's);
-    ``critic_states``: learning seats also record the envs' critic_state around each of
-    their steps (ModelConfig.state_critic); ``others_reach``: each step also records the
-    log-probability of its game so far under the other players and chance
-    (Magnet.counterfactual)."""
+    ``critic_states``: every game's nodes (moves and chance outcomes) are recorded with
+    the learning seats' critic states (ModelConfig.state_critic); ``others_reach``: each
+    step also records the log-probability of its game so far under the other players and
+    chance (Magnet.counterfactual)."""
 
     def __init__(self, envs: list[Any], choose: Callable[[int], dict[str, str]], seed: int,
                  max_seq_len: int = 20, critic_states: bool = False,
                  others_reach: bool = False):
-        if critic_states and not hasattr(envs[0], "critic_state"):
-            raise ValueError(f"{type(envs[0]).__name__} has no critic_state(agent), which "
-                             "ModelConfig.state_critic needs (OpenSpiel games have one); "
-                             "turn state_critic off.")
+        if critic_states and not hasattr(envs[0], "critic_outcomes"):
+            raise ValueError(f"{type(envs[0]).__name__} has no critic_states(agents) and "
+                             "critic_outcomes, which ModelConfig.state_critic needs "
+                             "(OpenSpiel games have them); turn state_critic off.")
         self.envs, self.choose, self.max_seq_len = envs, choose, max_seq_len
         if others_reach and not hasattr(envs[0], "chance_logp"):
             raise ValueError(f"{type(envs[0]).__name__} has no chance_logp, which "
                              "Magnet.counterfactual needs (OpenSpiel games have one); turn it off.")
         self.critic_states, self.others_reach = critic_states, others_reach
+        for env in envs if critic_states else ():
+            env.chance_nodes = []  # the env records its chance nodes for the critic
         self.obs: list[dict[str, Any]] = [{} for _ in envs]
         self.seats: list[dict[str, Seat]] = [{} for _ in envs]
         self.lengths = [0] * len(envs)
@@ -91,8 +93,11 @@ class MatchLoop:
             raise ValueError(f"choose({i}) left agents {sorted(missing)} without a policy; "
                              "map every agent of the env to a policy id.")
         self.obs[i], _ = env.reset(seed=seed, options={"policies": dict(mapping)})
-        self.seats[i] = {agent: Seat(mapping[agent], env.action_space(agent))
-                         for agent in env.possible_agents}
+        game: list[Node] = []  # one list for the game's seats (state critics)
+        self.seats[i] = {agent: Seat(mapping[agent], env.action_space(agent), game=game,
+                                     agent=agent) for agent in env.possible_agents}
+        if self.critic_states:
+            env.chance_nodes.clear()  # the deal comes before any seat's step
 
     def get_state(self, env_name: str) -> bytes | None:
         """The games in progress (envs, seats, lengths), or None when the envs cannot be
@@ -162,10 +167,8 @@ class MatchLoop:
         ended = []
         for i, env in enumerate(self.envs):
             seats = self.seats[i]
-            watched = ([a for a in actions[i] if seats[a].policy_id in learning]
-                       if self.critic_states else ())
-            for agent in watched:
-                seats[agent].states.append(env.critic_state(agent))
+            node = self._record_node(env, seats, actions[i], learning) if (
+                self.critic_states) else None
             if self.others_reach:
                 self._record_others(env, seats, actions[i])
             obs, rewards, terms, _, _ = env.step(actions[i])
@@ -174,16 +177,45 @@ class MatchLoop:
                 seats[agent].credit(float(r))
             for agent, t in terms.items():
                 seats[agent].terminated |= bool(t)
+            if node is not None:
+                node.rewards = {a: float(r) for a, r in rewards.items()}
+                self._record_chance(env, seats, learning)
             going = bool(obs and env.agents)
-            for agent in watched:
-                seats[agent].after.append(env.critic_state(agent) if going else None)
-                seats[agent].after_rewards.append(float(rewards.get(agent, 0.0)))
             if going:
                 self.obs[i] = obs
                 continue
             ended.append((i, seats))
             self._reset(i)
         return ended
+
+    @staticmethod
+    def _record_node(env: Any, seats: dict[str, Seat], actions: dict[str, Any],
+                     learning: set[str]) -> Node:
+        """The mover's node in its game (state critics): the learning seats' critic states,
+        the mover's distribution and move; its rewards come after the env's step."""
+        if len(actions) != 1:
+            raise ValueError(f"a state critic (ModelConfig.state_critic) needs turn-based "
+                             f"games; here {sorted(actions)} moved at once.")
+        (agent,) = actions
+        seat = seats[agent]
+        logits = seat.dist_inputs[-1].astype(np.float64)  # illegal moves masked
+        weights = np.exp(logits - logits.max())
+        probs = np.zeros(env.critic_outcomes, np.float32)
+        probs[:len(weights)] = weights / weights.sum()
+        node = Node(env.critic_states([a for a, s in seats.items() if s.policy_id in learning]),
+                    probs, int(seat.actions[-1]))
+        seat.node_ids.append(len(seat.game))
+        seat.game.append(node)
+        return node
+
+    @staticmethod
+    def _record_chance(env: Any, seats: dict[str, Seat], learning: set[str]) -> None:
+        """The chance nodes the env resolved in its last step, into the game's nodes."""
+        game = next(iter(seats.values())).game
+        for states, probs, outcome in env.chance_nodes:
+            game.append(Node({a: states[a] for a, s in seats.items() if s.policy_id in learning},
+                             probs, outcome))
+        env.chance_nodes.clear()
 
     @staticmethod
     def _record_others(env: Any, seats: dict[str, Seat], movers: Collection[str]) -> None:
@@ -306,6 +338,7 @@ class _Forward:
 def _rollout(parts: list[dict[str, np.ndarray]]) -> Rollout:
     """One policy's seats as a Rollout (episode stats are the seats' returns); the
     seats' arrays are named as Rollout's fields."""
-    cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    cat = {k: (concat_nodes if k.startswith("critic_") else np.concatenate)([p[k] for p in parts])
+           for k in parts[0]}
     return Rollout(**cat, episode_returns=np.zeros(0, np.float32),
                    episode_lengths=np.zeros(0, np.int64), env_steps=0, weights_version=-1)

@@ -1,7 +1,7 @@
 """Seat: one agent's steps in one episode of a match (league.matches), and the PPO
-samples they become when the episode ends: GAE over the seat's own steps, or a state
-critic's nodes (ModelConfig.state_critic), and the reach of each step's game
-(Magnet.counterfactual).
+samples they become when the episode ends: GAE over the seat's own steps, or the rest of
+the game from each step for a state critic (ModelConfig.state_critic), and the reach of
+each step's game (Magnet.counterfactual).
 """
 
 from __future__ import annotations
@@ -15,6 +15,16 @@ import torch
 from distrl.core.returns import gae
 from distrl.core.sampling import env_action_fn
 from distrl.models.distributions import Categorical, DiagGaussian
+
+
+@dataclass
+class Node:
+    """One node of a game, for state critics: a player's move or a chance outcome."""
+
+    states: dict[str, np.ndarray]  # learning agent -> the env's critic_states here
+    probs: np.ndarray  # [critic_outcomes] the mover's (or chance's) distribution
+    choice: int  # the move or outcome taken
+    rewards: dict[str, float] = field(default_factory=dict)  # paid on the way out
 
 
 @dataclass
@@ -39,11 +49,11 @@ class Seat:
     states_in: list[np.ndarray] = field(default_factory=list)
     prev_actions: list[np.ndarray] = field(default_factory=list)
     prev_rewards: list[float] = field(default_factory=list)
-    # A state critic's inputs (ModelConfig.state_critic): the game's whole state at each
-    # step and right after it (None: the step ended the game), and that step's reward.
-    states: list[np.ndarray] = field(default_factory=list)
-    after: list[np.ndarray | None] = field(default_factory=list)
-    after_rewards: list[float] = field(default_factory=list)
+    # A state critic's inputs (ModelConfig.state_critic): the game's nodes (one list, shared
+    # by its seats), where this seat's steps are in it, and which agent the seat plays.
+    game: list[Node] = field(default_factory=list)
+    node_ids: list[int] = field(default_factory=list)
+    agent: str = ""
     others_logp: list[float] = field(default_factory=list)  # Magnet.counterfactual
 
     def __post_init__(self) -> None:
@@ -76,10 +86,10 @@ class Seat:
         from its last value: its next observation never came (the episode stopped).
         A recurrent seat's steps are one sequence per ``max_seq_len`` steps, each with
         the state it started from (core/sequences.py's layout). A seat that recorded
-        critic states leaves its advantages (zeros here) to the learner's state critic."""
+        game nodes leaves its advantages (zeros here) to the learner's state critic."""
         values = np.asarray(self.values, np.float32)
         steps = len(self.rewards)
-        if self.states:  # the learner's state critic computes them (PolicyTrainer)
+        if self.node_ids:  # the learner's state critic computes them (PolicyTrainer)
             adv = targets = np.zeros((steps, 1), np.float32)
         else:
             rewards = np.asarray(self.rewards, np.float32)[:, None]
@@ -101,7 +111,7 @@ class Seat:
             out.update(seq_starts=starts, state_in=np.stack(self.states_in)[starts],
                        prev_actions=np.stack(self.prev_actions),
                        prev_rewards=np.asarray(self.prev_rewards, np.float32))
-        if self.states:
+        if self.node_ids:
             out.update(self._critic_arrays())
         if self.others_logp:  # the seat's own earlier moves, then the others' and chance
             own = np.cumsum([0.0, *self.logp[:-1]])
@@ -109,20 +119,25 @@ class Seat:
         return out
 
     def _critic_arrays(self) -> dict[str, np.ndarray]:
-        """A state critic's two nodes per step (the state the seat acted in, the one
-        after its action), the rewards after each (the step's own, then the rest until
-        the next step; none before the first step: no action of the seat's changes it)
-        and how each ends: 0 goes on, 1 ended, 2 no such node (the step ended the game)."""
+        """Each step's rest of the game, from the step's own node on, padded to the first
+        step's: the seat's critic states, the movers' (or chance's) distributions, the
+        choices (-1: no node) and the seat's rewards on the way out of each node."""
         if not self.terminated:
             raise ValueError("a state critic (ModelConfig.state_critic) needs games that "
                              "end by termination; this seat was truncated.")
-        steps = len(self.rewards)
-        zeros = np.zeros_like(self.states[0])
-        nodes = [x for s, a in zip(self.states, self.after, strict=True)
-                 for x in (s, zeros if a is None else a)]
-        ends = np.zeros((steps, 2), np.int8)
-        ends[-1] = (1, 2) if self.after[-1] is None else (0, 1)  # None: it ended the game
-        got = np.asarray(self.after_rewards, np.float32)
-        rest = np.asarray(self.rewards, np.float32) - got
-        return {"critic_obs": np.array(nodes).reshape(steps, 2, -1),
-                "critic_rewards": np.stack([got, rest], 1), "critic_ends": ends}
+        nodes = self.game[self.node_ids[0]:]
+        length = len(nodes)
+        offsets = np.asarray(self.node_ids) - self.node_ids[0]
+        idx = offsets[:, None] + np.arange(length)
+        rows, cols = np.nonzero(idx < length)
+        src = idx[rows, cols]
+        states = np.zeros((len(offsets), length, nodes[0].states[self.agent].size), np.float32)
+        probs = np.zeros((len(offsets), length, nodes[0].probs.size), np.float32)
+        choice = np.full((len(offsets), length), -1, np.int64)
+        rewards = np.zeros((len(offsets), length), np.float32)
+        states[rows, cols] = np.stack([n.states[self.agent] for n in nodes])[src]
+        probs[rows, cols] = np.stack([n.probs for n in nodes])[src]
+        choice[rows, cols] = np.array([n.choice for n in nodes])[src]
+        rewards[rows, cols] = np.array([n.rewards.get(self.agent, 0.0) for n in nodes])[src]
+        return {"critic_obs": states, "critic_probs": probs, "critic_choice": choice,
+                "critic_rewards": rewards}

@@ -13,7 +13,6 @@ import numpy as np
 import torch
 
 from distrl.core.learner import Learner
-from distrl.core.returns import gae
 from distrl.core.sampling import seed_for
 from distrl.core.sequences import unroll_rows
 from distrl.core.types import PPOBatch, Rollout
@@ -58,11 +57,11 @@ class PolicyTrainer:
         self.magnet_at, self.magnet_updates = self.env_steps, 0
         self.critic: Learner | None = None  # state_critic: made at the first batch's size
 
-    def _state_critic(self, size: int) -> Learner:
+    def _state_critic(self, size: int, outcomes: int) -> Learner:
         if self.critic is None:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed_for(self.seed, self.resets) + 1)
-                critic = StateCritic(size, self.cfg.model).to(self.device)
+                critic = StateCritic(size, outcomes, self.cfg.model).to(self.device)
             self.critic = Learner(critic, self.cfg.lr_at(self.env_steps), self.cfg.grad_clip)
         return self.critic
 
@@ -73,7 +72,7 @@ class PolicyTrainer:
         self.env_steps += rollout.size
         self.learner.set_lr(cfg.lr_at(self.env_steps))
         if rollout.critic_obs is not None:
-            rollout, critic_targets = self._critic_advantages(rollout)
+            rollout, critic_data = self._critic_advantages(rollout)
         batch = PPOBatch.from_rollout(rollout, self.device, cfg.advantage_stats())
         if self.magnet is not None:
             batch.magnet_dist_inputs = self._magnet_inputs(batch)
@@ -89,36 +88,39 @@ class PolicyTrainer:
         if cfg.use_kl_loss:
             self.kl_coeff = update_kl_coeff(self.kl_coeff, metrics["kl"], cfg.kl_target)
         if rollout.critic_obs is not None:
-            metrics["critic_loss"] = self._fit_critic(*critic_targets, generator)
+            metrics["critic_loss"] = self._fit_critic(*critic_data, rollout.size, generator)
         return metrics
 
-    def _critic_advantages(self, rollout: Rollout
-                           ) -> tuple[Rollout, tuple[torch.Tensor, torch.Tensor]]:
-        """The rollout with GAE advantages from the state critic over its nodes (two per
-        step: the state the seat acted in, the one after its action; league.matches),
-        and the critic's (states, value targets) at every node there is."""
-        steps, size = rollout.critic_obs.shape[0], rollout.critic_obs.shape[-1]
-        states = torch.as_tensor(rollout.critic_obs.reshape(2 * steps, size), device=self.device)
-        ends = rollout.critic_ends.reshape(-1)
+    def _critic_advantages(self, rollout: Rollout) -> tuple[Rollout, tuple[torch.Tensor, ...]]:
+        """The rollout with the state critic's control-variate advantages
+        (control_variate_returns), and its training data: every node's (state, choice,
+        target)."""
+        obs = torch.as_tensor(rollout.critic_obs, device=self.device)
+        choice = torch.as_tensor(rollout.critic_choice, device=self.device)
+        live = choice >= 0
+        critic = self._state_critic(obs.shape[-1], rollout.critic_probs.shape[-1])
+        q = torch.zeros(*choice.shape, rollout.critic_probs.shape[-1], device=self.device)
         with torch.no_grad():
-            values = self._state_critic(size).model(states).cpu().numpy()
-        flat_adv, flat_targets = node_advantages(values, rollout.critic_rewards.reshape(-1),
-                                                 ends, self.cfg.gamma, self.cfg.gae_lambda)
-        live = torch.as_tensor(ends != 2, device=self.device)
-        out = dataclasses.replace(rollout, advantages=flat_adv[0::2],
-                                  value_targets=flat_targets[0::2])
-        return out, (states[live], torch.as_tensor(flat_targets, device=self.device)[live])
+            q[live] = critic.model(obs[live])
+        targets, baseline = control_variate_returns(
+            q, torch.as_tensor(rollout.critic_probs, device=self.device), choice,
+            torch.as_tensor(rollout.critic_rewards, device=self.device))
+        adv = (targets[:, 0] - baseline).cpu().numpy()
+        out = dataclasses.replace(rollout, advantages=adv, value_targets=adv + rollout.values)
+        return out, (obs[live], choice[live], targets[live])
 
-    def _fit_critic(self, states: torch.Tensor, targets: torch.Tensor,
-                    generator: torch.Generator | None) -> float:
-        """num_epochs of minibatch regression on the batch's node values; mean loss."""
+    def _fit_critic(self, states: torch.Tensor, choice: torch.Tensor, targets: torch.Tensor,
+                    rows: int, generator: torch.Generator | None) -> float:
+        """num_epochs of minibatch regression of the chosen moves' values on their
+        targets, as many steps as the policy's; mean loss."""
         critic, cfg = self.critic, self.cfg
         critic.set_lr(cfg.lr_at(self.env_steps))
-        parts = -(-len(states) // (2 * cfg.minibatch_size))  # two nodes per step
+        parts = -(-rows // cfg.minibatch_size)
         total = torch.zeros((), device=self.device)  # one device sync at the end, not per step
         for _ in range(cfg.num_epochs):
             for idx in torch.tensor_split(torch.randperm(len(states), generator=generator), parts):
-                loss = (critic.model(states[idx]) - targets[idx]).pow(2).mean()
+                value = critic.model(states[idx]).gather(1, choice[idx, None]).squeeze(1)
+                loss = (value - targets[idx]).pow(2).mean()
                 critic.step(loss, len(idx))
                 total += loss.detach()
         return float(total) / (cfg.num_epochs * parts)
@@ -155,8 +157,9 @@ class PolicyTrainer:
             # Absent when a Ray learner restarts before its first checkpoint: phases start over.
             self.magnet_updates = int(state.get("magnet_updates", 0))
         if state.get("critic") is not None:
-            size = state["critic"]["model"]["layers.0.weight"].shape[1]
-            self._state_critic(size).set_state(state["critic"])
+            shapes = [w.shape for k, w in state["critic"]["model"].items() if k.endswith("weight")]
+            size, outcomes = shapes[0][1], shapes[-1][0]
+            self._state_critic(size, outcomes).set_state(state["critic"])
 
 
 def counterfactual_weights(reach_logp: np.ndarray, device: torch.device
@@ -170,26 +173,28 @@ def counterfactual_weights(reach_logp: np.ndarray, device: torch.device
     return inverse(x[:, 0]), inverse(x.sum(1))
 
 
-def node_advantages(values: np.ndarray, rewards: np.ndarray, ends: np.ndarray, gamma: float,
-                    lambda_: float) -> tuple[np.ndarray, np.ndarray]:
-    """GAE over a state critic's nodes, flat [2B] in Rollout.critic_* order (a step's
-    node, then its after-node; each seat's steps contiguous, its last after-node's end
-    non-zero): (advantages, value targets) per node, 0 at nodes that are not there
-    (end 2). The discount applies once per step, between an after-node and the next
-    step, so a step's advantage sees the other players' moves as gamma = 1 would."""
-    # One column per seat, padded with ended nodes, so GAE's scan runs over a seat's
-    # length (a few steps in a card game) and not over the batch.
-    last = np.flatnonzero(ends[1::2] != 0)
-    starts = np.concatenate([[0], last[:-1] + 1])
-    lengths = 2 * (last + 1 - starts)
-    rows = np.arange(lengths.max())[:, None]
-    idx = np.where(rows < lengths[None, :], 2 * starts[None, :] + rows, 0)
-    valid = (rows < lengths[None, :]) & (ends[idx] != 2)  # a missing node is a seat's last
-    column_values = np.where(valid, values[idx], 0.0).astype(np.float32)
-    adv, targets = gae(np.where(valid, rewards[idx], 0.0),
-                       np.vstack([column_values, np.zeros_like(column_values[:1])]),
-                       np.where(valid, ends[idx] >= 1, True), np.zeros(valid.shape, bool),
-                       np.where(rows % 2 == 1, gamma, 1.0) * np.ones(valid.shape), lambda_)
-    flat_adv, flat_targets = np.zeros(len(values), np.float32), np.zeros(len(values), np.float32)
-    flat_adv[idx[valid]], flat_targets[idx[valid]] = adv[valid], targets[valid]
-    return flat_adv, flat_targets
+def control_variate_returns(q: torch.Tensor, probs: torch.Tensor, choice: torch.Tensor,
+                            rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each node's estimate of its chosen move's value, and the row's first node's baseline,
+    from [B, L] nodes per row (the rest of a step's game, -1 choices past its end), the
+    critic's values q [B, L, K] of every move or outcome there, and the mover's (or
+    chance's) distributions probs [B, L, K]. Backwards from the end, with
+    V(n) = sum_a probs(a) q(n, a):
+
+        target(n) = reward(n) + u(n+1),  u(n) = V(n) + target(n) - q(n, choice(n)),
+
+    u = 0 past the end. Each u(n) - V(n) adds a term of mean zero at every later node
+    (the others' and chance's moves, the seat's own later ones), so target(n) is an
+    unbiased estimate of the chosen move's value whatever q is (VR-MCCFR's baseline,
+    Schmid et al. 2019), and of low variance where q is right; the Monte Carlo return is
+    the case q = 0. The row's advantage is target(first) - V(first): a baseline that
+    may see hidden cards, since it does not depend on the move."""
+    live = choice >= 0
+    values = (probs * q).sum(-1)
+    chosen = q.gather(-1, choice.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    targets = torch.zeros_like(rewards)
+    u = torch.zeros_like(rewards[:, 0])
+    for n in range(choice.shape[1] - 1, -1, -1):
+        targets[:, n] = torch.where(live[:, n], rewards[:, n] + u, 0.0)
+        u = torch.where(live[:, n], values[:, n] + targets[:, n] - chosen[:, n], 0.0)
+    return targets, values[:, 0]

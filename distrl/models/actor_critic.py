@@ -196,15 +196,16 @@ class ActorCritic(nn.Module):
 
 
 class StateCritic(nn.Module):
-    """A value MLP over a game's whole state, beside a league learner's ActorCritic
-    (ModelConfig.state_critic): values [B] of states [B, size]."""
+    """An action-value MLP over a game's whole state, beside a league learner's
+    ActorCritic (ModelConfig.state_critic): [B, outcomes] values, to the player whose
+    view the state is, of each move or chance outcome from states [B, size]."""
 
-    def __init__(self, size: int, cfg: ModelConfig):
+    def __init__(self, size: int, outcomes: int, cfg: ModelConfig):
         super().__init__()
-        self.layers = linear_layers([size, *(cfg.vf_hiddens or cfg.hiddens)], 1, 1.0,
+        self.layers = linear_layers([size, *(cfg.vf_hiddens or cfg.hiddens)], outcomes, 1.0,
                                     cfg.ortho_init)
         self.activation = ACTIVATIONS[cfg.vf_activation or cfg.activation]
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         layers = [(m.weight, m.bias) for m in self.layers]
-        return mlp(layers, state, False, self.activation).squeeze(-1)
+        return mlp(layers, state, False, self.activation)

@@ -42,12 +42,13 @@ class ModelConfig:
     the statistics live in the network's buffers, so checkpoints and eval apply them."""
 
     state_critic: bool = False
-    """League learners only: the value function is an MLP of its own (vf_hiddens) over
-    the game's whole state (the env's critic_state; in OpenSpiel games every player's
-    information, so a poker critic sees both hands), fitted in the learner and
-    bootstrapped at the state after each of the seat's moves, before the others move
-    (league.matches); the policy still sees its observation only. It removes the
-    hidden cards and the opponent's and chance's moves from the advantages' noise."""
+    """League learners only, in turn-based games with an env critic_state (OpenSpiel's):
+    an MLP of its own (vf_hiddens) over the game's whole state (in OpenSpiel every
+    player's information, so a poker critic sees both hands) values every move and chance
+    outcome, and serves as a control variate at every node after each of the seat's moves
+    (league.trainer.control_variate_returns): the advantages stay unbiased and lose the
+    noise of the others' and chance's moves. Needs gamma = 1; the policy still sees its
+    observation only."""
 
     use_lstm: bool = False
     """An LSTM core between the encoder (conv stack and hiddens) and the heads, for

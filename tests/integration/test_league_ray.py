@@ -150,14 +150,14 @@ def test_ray_league_trains_lstm_learners_through_the_store(ray_local, tmp_path):
 
 
 def test_ray_league_state_critics_train_in_their_learners(ray_local, tmp_path):
-    """State critics on Ray: match runners record the whole states, each learner fits
+    """State critics on Ray: match runners record the games' nodes, each learner fits
     its critic (in its checkpointed state, with Adam's steps taken)."""
     from dataclasses import replace
 
     from distrl import ModelConfig
 
     pytest.importorskip("pyspiel")
-    config = replace(CONFIG, model=ModelConfig(hiddens=(32,), state_critic=True))
+    config = replace(CONFIG, model=ModelConfig(hiddens=(32,), state_critic=True), gamma=1.0)
     run = RunConfig(env="openspiel:kuhn_poker", logdir=str(tmp_path), progress=False,
                     max_env_steps=1_500)
     result = train_league(config, run)
@@ -165,6 +165,7 @@ def test_ray_league_state_critics_train_in_their_learners(ray_local, tmp_path):
     trainers = Checkpoint(result["checkpoint"]).tensors("learner", "state.pt")["trainers"]
     critic = trainers["main_0"]["critic"]
     assert critic["model"]["layers.0.weight"].shape[1] == 2 * 11  # both Kuhn players
+    assert critic["model"]["layers.1.bias"].shape == (3,)  # Kuhn's deal has three cards
     assert all(int(s["step"]) >= 1 for s in critic["optimizer"]["state"].values())
 
 

@@ -142,6 +142,6 @@ def test_a_seat_pickled_before_its_newer_fields_gets_their_defaults():
     env = make_multiagent_env(KUHN)
     seat = Seat("A", env.action_space("player_0"))
     seat.logp.append(-0.5)
-    del seat.others_logp, seat.states  # as an older version pickled it
+    del seat.others_logp, seat.node_ids  # as an older version pickled it
     restored = trusted_loads(games_in_progress(seat, KUHN))
-    assert restored.others_logp == [] and restored.states == [] and restored.logp == [-0.5]
+    assert restored.others_logp == [] and restored.node_ids == [] and restored.logp == [-0.5]

@@ -1,6 +1,6 @@
-"""State critics (ModelConfig.state_critic): what league seats record around their
-moves, the learner's advantages over those nodes, and a critic that learns the values
-of a poker game's hidden-card states."""
+"""State critics (ModelConfig.state_critic): the game nodes league seats record, the
+learner's control-variate advantages over them, and a critic that learns the values of a
+poker game's hidden-card states."""
 
 import numpy as np
 import pytest
@@ -12,167 +12,199 @@ from distrl import LeagueConfig, ModelConfig, PPOConfig  # noqa: E402
 from distrl.league.games import make_multiagent_env, policy_obs_space  # noqa: E402
 from distrl.league.matches import MatchLoop  # noqa: E402
 from distrl.league.policies import LocalPolicy, RandomPolicy  # noqa: E402
-from distrl.league.trainer import PolicyTrainer, node_advantages  # noqa: E402
+from distrl.league.trainer import PolicyTrainer, control_variate_returns  # noqa: E402
 from distrl.models.actor_critic import ActorCritic  # noqa: E402
 
-KUHN = "openspiel:kuhn_poker"
-SIZE = 11  # Kuhn's information-state tensor: player (2), card (3), bets (6)
+SIZES = {"kuhn_poker": 11, "leduc_poker": 30}  # information-state tensors
+CONFIG = LeagueConfig(model=ModelConfig(hiddens=(32, 32), state_critic=True), lr=1e-2,
+                      gamma=1.0, minibatch_size=256, num_epochs=4, use_kl_loss=False)
 
 
-def spaces():
-    env = make_multiagent_env(KUHN)
+def spaces(game):
+    env = make_multiagent_env(f"openspiel:{game}")
     return policy_obs_space(env.observation_space("player_0")), env.action_space("player_0")
 
 
-def self_play(policy, samples: int, seed: int):
-    """Kuhn games the learner "A" plays against itself, recording critic states: the
-    MatchBatch (A's rollout, the games' results)."""
-    envs = [make_multiagent_env(KUHN) for _ in range(8)]
+def self_play(game, policy, samples: int, seed: int):
+    """Games the learner "A" plays against itself, recording their nodes: the MatchBatch."""
+    envs = [make_multiagent_env(f"openspiel:{game}") for _ in range(8)]
     loop = MatchLoop(envs, lambda i: {"player_0": "A", "player_1": "A"}, seed=seed,
                      critic_states=True)
     return loop.collect({"A": policy}.__getitem__, {"A"}, samples, 1.0, 1.0,
                         torch.Generator().manual_seed(seed))
 
 
-def seat_slices(ends):
-    """Each seat's rows: seats end where their last after-node's end is non-zero."""
-    last = np.flatnonzero(ends[:, 1] != 0)
-    starts = np.concatenate([[0], last[:-1] + 1])
-    return [slice(a, b + 1) for a, b in zip(starts, last, strict=True)]
+def seat_starts(r):
+    """The first row of each seat: a seat's later rows see a suffix of its first's nodes."""
+    live = (r.critic_choice >= 0).sum(1)
+    starts = [0]
+    for k in range(1, r.size):
+        n, shift = live[k], live[k - 1] - live[k]
+        same = shift > 0 and np.array_equal(r.critic_obs[k, :n],
+                                            r.critic_obs[k - 1, shift:shift + n])
+        if not same:
+            starts.append(k)
+    return starts
 
 
-def test_seats_record_the_whole_state_around_each_of_their_moves():
+def test_seats_record_every_node_of_their_games_from_each_step_on():
     torch.manual_seed(0)
-    policy = LocalPolicy(ActorCritic(*spaces(), ModelConfig(hiddens=(16,))))
-    batch = self_play(policy, 400, seed=1)
+    size = SIZES["leduc_poker"]
+    policy = LocalPolicy(ActorCritic(*spaces("leduc_poker"), ModelConfig(hiddens=(16,))))
+    batch = self_play("leduc_poker", policy, 600, seed=1)
     r = batch.rollouts["A"]
-    before, after, ends = r.critic_obs[:, 0], r.critic_obs[:, 1], r.critic_ends
-    assert r.critic_obs.shape == (r.size, 2, 2 * SIZE)
-    # The mover's own information first (what its policy saw), then the other player's,
-    # whose card is the one the policy never sees: a different one, as Kuhn deals.
-    np.testing.assert_array_equal(before[:, :SIZE], r.obs)
-    own_card, other_card = before[:, 2:5], before[:, SIZE + 2:SIZE + 5]
-    assert (other_card.sum(1) == 1).all() and ((own_card * other_card).sum(1) == 0).all()
-    np.testing.assert_array_equal(before[:, SIZE:SIZE + 2], before[:, 1::-1])
-    # After the move: the same cards and one more bet recorded, or nothing (game over).
-    going = ends[:, 0] == 0
-    np.testing.assert_array_equal(after[going][:, :5], before[going][:, :5])
-    assert ((after[going] - before[going])[:, 5:SIZE].sum(1) == 1).all()
-    assert not after[~going].any() and (ends[~going, 1] == 2).all()
-    # Every seat ends once, at its last step; its nodes' rewards add up to its return
-    # (a finished game's two seats, in seat order: both players act in every Kuhn game).
-    seats = seat_slices(ends)
-    assert sum(s.stop - s.start for s in seats) == r.size and len(seats) > 100
-    for s in seats:
-        assert (ends[s][:-1] == 0).all() and ends[s][-1, 1] in (1, 2)
+    live = r.critic_choice >= 0
+    assert r.critic_obs.shape[::2] == (r.size, 2 * size) and r.critic_probs.shape[2] == 6
+    # A row starts at its own step: the seat's information first (what its policy saw),
+    # then the other player's, whose private card the policy never sees.
+    np.testing.assert_array_equal(r.critic_obs[:, 0, :size], r.obs)
+    assert ((r.critic_obs[:, 0, 2:8] * r.critic_obs[:, 0, size + 2:size + 8]).sum(1) == 0).all()
+    np.testing.assert_array_equal(r.critic_choice[:, 0], r.actions)
+    probs = torch.softmax(torch.as_tensor(r.dist_inputs), 1).numpy()
+    np.testing.assert_allclose(r.critic_probs[:, 0, :3], probs, rtol=1e-5, atol=1e-6)
+    # The public card is a chance node: four cards left, one each; moves have three.
+    chance = live & (r.critic_probs[..., 3:].sum(-1) > 0)
+    assert chance.sum() > 100 and (~live[:, 0] | ~chance[:, 0]).all()
+    np.testing.assert_allclose(np.sort(r.critic_probs[chance], 1)[:, 2:], 0.25)
+    assert (np.take_along_axis(r.critic_probs, np.maximum(r.critic_choice, 0)[..., None],
+                               2)[..., 0][live] > 0).all()
+    np.testing.assert_allclose(r.critic_probs[live].sum(1), 1.0, rtol=1e-5)
+    assert not r.critic_obs[~live].any() and not r.critic_rewards[~live].any()
+    # Each seat's first row holds its whole game from its first move; its rewards add up
+    # to the seat's return (two seats a game, in seat order, rows in finishing order).
+    starts = seat_starts(r)
     returns = [g.returns[p] for g in batch.results for p in ("player_0", "player_1")]
-    np.testing.assert_allclose([r.critic_rewards[s].sum() for s in seats], returns)
-    assert (np.abs(r.critic_rewards[:, 0][going]) == 0).all()  # Kuhn pays at the end
+    assert len(starts) == len(returns) > 50
+    np.testing.assert_allclose(r.critic_rewards[starts].sum(1), returns)
 
 
-def naive_node_advantages(values, rewards, ends, gamma, lam):
-    """Per seat, its live nodes in order: A_k = sum_j (prod_{k<=i<j} g_i lam) delta_j,
-    delta_j = r_j + g_j V_{j+1} - V_j, g = 1 after a step's node and gamma after its
-    after-node, V = 0 after the seat's last node."""
-    adv, targets = np.zeros(len(values)), np.zeros(len(values))
-    for s in seat_slices(ends.reshape(-1, 2)):
-        nodes = [k for k in range(2 * s.start, 2 * s.stop) if ends[k] != 2]
-        for n, k in enumerate(nodes):
-            total, weight = 0.0, 1.0
-            for m in range(n, len(nodes)):
-                j = nodes[m]
-                g = gamma if j % 2 == 1 else 1.0
-                following = values[nodes[m + 1]] if m + 1 < len(nodes) else 0.0
-                total += weight * (rewards[j] + g * following - values[j])
-                weight *= g * lam
-            adv[k], targets[k] = total, total + values[k]
-    return adv, targets
+def naive_returns(q, probs, choice, rewards):
+    """Per row, node by node from its end: t_n = r_n + u_{n+1},
+    u_n = sum_a p_n(a) q_n(a) + t_n - q_n(choice_n)."""
+    targets = np.zeros(rewards.shape)
+    for b in range(len(choice)):
+        u = 0.0
+        for n in reversed(range(int((choice[b] >= 0).sum()))):
+            targets[b, n] = rewards[b, n] + u
+            u = probs[b, n] @ q[b, n] + targets[b, n] - q[b, n, choice[b, n]]
+    return targets, (probs[:, 0] * q[:, 0]).sum(1)
 
 
-@pytest.mark.parametrize("gamma,lam", [(1.0, 0.0), (0.9, 0.7), (1.0, 1.0)])
-def test_node_advantages_match_a_naive_sum_over_each_seats_nodes(gamma, lam):
-    torch.manual_seed(0)
-    policy = LocalPolicy(ActorCritic(*spaces(), ModelConfig(hiddens=(16,))))
-    r = self_play(policy, 300, seed=2).rollouts["A"]
+def test_control_variate_returns_match_a_naive_recursion_and_monte_carlo_without_a_critic():
     rng = np.random.default_rng(0)
-    values = rng.normal(size=2 * r.size).astype(np.float32)
-    rewards = r.critic_rewards.reshape(-1) + rng.normal(size=2 * r.size).astype(np.float32)
-    ends = r.critic_ends.reshape(-1)
-    adv, targets = node_advantages(values, rewards, ends, gamma, lam)
-    ref_adv, ref_targets = naive_node_advantages(values, rewards, ends, gamma, lam)
-    np.testing.assert_allclose(adv, ref_adv, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(targets, ref_targets, rtol=1e-5, atol=1e-5)
-    if lam == 1.0 and gamma == 1.0:  # Monte Carlo: the return from the step on
-        paid = np.where(ends == 2, 0.0, rewards)  # a node that is not there pays nothing
-        np.testing.assert_allclose(adv[0::2] + values[0::2],
-                                   [paid[2 * i:2 * s.stop].sum()
-                                    for s in seat_slices(r.critic_ends)
-                                    for i in range(s.start, s.stop)], rtol=1e-4, atol=1e-4)
+    rows, length, k = 50, 6, 4
+    ends = rng.integers(1, length + 1, rows)
+    live = np.arange(length) < ends[:, None]
+    choice = np.where(live, rng.integers(0, k, (rows, length)), -1)
+    probs = rng.dirichlet(np.ones(k), (rows, length)) * live[..., None]
+    rewards = rng.normal(size=(rows, length)) * live
+    q = rng.normal(size=(rows, length, k))
+    as_t = [torch.as_tensor(x, dtype=torch.float64) for x in (q, probs)]
+    targets, baseline = control_variate_returns(*as_t, torch.as_tensor(choice),
+                                                torch.as_tensor(rewards))
+    ref_targets, ref_baseline = naive_returns(q, probs, choice, rewards)
+    np.testing.assert_allclose(targets.numpy(), ref_targets, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(baseline.numpy(), ref_baseline, rtol=1e-9, atol=1e-9)
+    targets, baseline = control_variate_returns(torch.zeros_like(as_t[0]), as_t[1],
+                                                torch.as_tensor(choice), torch.as_tensor(rewards))
+    mc = np.cumsum(rewards[:, ::-1], 1)[:, ::-1] * live  # the return from each node on
+    np.testing.assert_allclose(targets.numpy(), mc, rtol=1e-9, atol=1e-9)
+    assert not baseline.any()
 
 
-def exact_values(policy_probs):
-    """V(h) for the player to move at every Kuhn decision, under a policy both play,
-    keyed by the critic's input (both players' information, the mover's first)."""
-    game = pyspiel.load_game("kuhn_poker")
+def exact_action_values(game_name):
+    """q(h, a) of every move and chance outcome under uniformly random play, to each
+    player, keyed by the critic's input for that player (its information first)."""
+    game = pyspiel.load_game(game_name)
+    env = make_multiagent_env(f"openspiel:{game_name}")
     out = {}
 
     def walk(state):
         if state.is_terminal():
             return np.asarray(state.returns())
         if state.is_chance_node():
-            return sum(p * walk(state.child(a)) for a, p in state.chance_outcomes())
-        probs = policy_probs(state)
-        value = sum(probs[a] * walk(state.child(a)) for a in state.legal_actions())
-        mover = state.current_player()
-        key = np.concatenate([state.information_state_tensor(mover),
-                              state.information_state_tensor(1 - mover)]).astype(np.float32)
-        out[key.tobytes()] = value[mover]
-        return value
+            moves = state.chance_outcomes()
+        else:
+            legal = state.legal_actions()
+            moves = [(a, 1 / len(legal)) for a in legal]
+        children = {a: walk(state.child(a)) for a, _ in moves}
+        env.state = state
+        for p in range(2):
+            q = np.zeros(env.critic_outcomes)
+            for a, child in children.items():
+                q[a] = child[p]
+            out[env.critic_states([f"player_{p}"])[f"player_{p}"].tobytes()] = q
+        return sum(prob * children[a] for a, prob in moves)
 
     walk(game.new_initial_state())
     return out
 
 
+class Lookup(torch.nn.Module):
+    def __init__(self, table):
+        super().__init__()
+        self.table = table
+
+    def forward(self, states):
+        return torch.as_tensor(np.stack([self.table[s.numpy().tobytes()] for s in states]),
+                               dtype=torch.float32)
+
+
+def test_with_the_exact_critic_each_advantage_is_the_moves_exact_advantage():
+    # With exact values every control variate cancels the noise of its node, so each
+    # advantage is q(h, a) - V(h) exactly, however the later cards and moves fell; the
+    # Monte Carlo return (no critic) is far from it.
+    table = exact_action_values("leduc_poker")
+    trainer = PolicyTrainer(*spaces("leduc_poker"), CONFIG)
+    r = self_play("leduc_poker", RandomPolicy(3), 2000, seed=4).rollouts["A"]
+    trainer._state_critic(r.critic_obs.shape[-1], r.critic_probs.shape[-1]).model = Lookup(table)
+    out, _ = trainer._critic_advantages(r)
+    first = [table[s.tobytes()] for s in r.critic_obs[:, 0]]
+    expected = [q[a] - q[r.critic_probs[k, 0] > 0].mean() for k, (q, a)
+                in enumerate(zip(first, r.actions, strict=True))]
+    np.testing.assert_allclose(out.advantages, expected, rtol=1e-5, atol=1e-5)
+    monte_carlo = r.critic_rewards.sum(1)
+    assert np.abs(monte_carlo - np.array(expected)).mean() > 1.0
+
+
 def test_a_state_critic_learns_the_values_of_hidden_card_states():
-    # Uniformly random self-play: a Kuhn state's value depends on both cards, which the
-    # critic sees; an information-state critic could only learn their average over the
-    # card it cannot see.
+    # Uniformly random Kuhn self-play: a move's value depends on both cards, which the
+    # critic sees; an information-state critic could only learn their average.
     torch.manual_seed(0)
-    cfg = LeagueConfig(model=ModelConfig(hiddens=(32, 32), state_critic=True), lr=1e-2,
-                       gamma=1.0, lambda_=1.0, minibatch_size=256, num_epochs=4,
-                       use_kl_loss=False)
-    trainer = PolicyTrainer(*spaces(), cfg)
+    size = SIZES["kuhn_poker"]
+    trainer = PolicyTrainer(*spaces("kuhn_poker"), CONFIG)
+    rows = []
     for i in range(20):
-        trainer.update(self_play(RandomPolicy(2), 1024, seed=100 + i).rollouts["A"])
-    truth = exact_values(lambda state: {a: 0.5 for a in state.legal_actions()})
-    keys = np.stack([np.frombuffer(k, np.float32) for k in truth])
+        r = self_play("kuhn_poker", RandomPolicy(2), 1024, seed=100 + i).rollouts["A"]
+        trainer.update(r)
+        rows.append(r.critic_obs[:, 0])
+    table = exact_action_values("kuhn_poker")
+    keys = np.unique(np.concatenate(rows), axis=0)  # the states the seats moved in
     with torch.no_grad():
-        predicted = trainer.critic.model(torch.as_tensor(keys)).numpy()
-    expected = np.array(list(truth.values()))
+        predicted = trainer.critic.model(torch.as_tensor(keys))[:, :2].numpy()
+    expected = np.stack([table[k.tobytes()][:2] for k in keys])
     error = np.abs(predicted - expected)
-    # The best a critic of the mover's information alone can do: the mean value of the
-    # states it cannot tell apart (uniform play: every other card equally likely).
-    own = [k[:SIZE].tobytes() for k in keys]
-    pooled = np.array([expected[[o == x for x in own]].mean() for o in own])
+    own = [k[:size].tobytes() for k in keys]
+    pooled = np.stack([expected[[o == x for x in own]].mean(0) for o in own])
     blind = np.abs(pooled - expected)
-    assert error.mean() < 0.12 and error.max() < 0.3  # ~1,000 Monte Carlo returns a state
-    hidden = blind > 0.1  # states whose value the other card changes
-    assert hidden.sum() >= 8 and error[hidden].mean() < 0.2 * blind[hidden].mean()
+    assert error.mean() < 0.05 and error.max() < 0.2
+    hidden = blind > 0.1  # values the other card changes
+    assert hidden.sum() >= 8 and error[hidden].mean() < 0.1 * blind[hidden].mean()
 
 
 def test_the_critic_resumes_from_a_checkpoint_and_bad_setups_are_refused():
     torch.manual_seed(0)
     cfg = LeagueConfig(model=ModelConfig(hiddens=(16,), state_critic=True), minibatch_size=64,
-                       num_epochs=1)
-    trainer = PolicyTrainer(*spaces(), cfg)
-    rollout = self_play(RandomPolicy(2), 128, seed=3).rollouts["A"]
+                       num_epochs=1, gamma=1.0)
+    trainer = PolicyTrainer(*spaces("kuhn_poker"), cfg)
+    rollout = self_play("kuhn_poker", RandomPolicy(2), 128, seed=3).rollouts["A"]
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     trainer.update(rollout)
     # The policy trains; its own value head is neither used nor trained.
     after = trainer.model.state_dict()
     moved = {k for k in before if not torch.equal(before[k], after[k])}
     assert moved and all(k.startswith("pi.") for k in moved), moved
-    restored = PolicyTrainer(*spaces(), cfg)
+    restored = PolicyTrainer(*spaces("kuhn_poker"), cfg)
     restored.set_state(trainer.get_state())
     states = torch.as_tensor(rollout.critic_obs[:, 0])
     torch.testing.assert_close(restored.critic.model(states), trainer.critic.model(states))
@@ -181,5 +213,7 @@ def test_the_critic_resumes_from_a_checkpoint_and_bad_setups_are_refused():
         PPOConfig(model=ModelConfig(state_critic=True))
     with pytest.raises(ValueError, match="use_lstm"):
         ModelConfig(state_critic=True, use_lstm=True)
+    with pytest.raises(ValueError, match=r"gamma=1\.0"):
+        LeagueConfig(model=ModelConfig(state_critic=True), gamma=0.99)
     with pytest.raises(ValueError, match="no critic_state"):
         MatchLoop([object()], lambda i: {}, seed=0, critic_states=True)
