@@ -27,14 +27,14 @@ from distrl import LeagueConfig, LeagueRules, Magnet, ModelConfig
 CONFIG = LeagueConfig(
     rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0,
                       self_play_prob=1.0, exploiter_check_prob=0.0),
-    magnet=Magnet(coeff=1.75, update_steps=100_000, update_growth=1.1, counterfactual=True),
-    model=ModelConfig(hiddens=(128, 128), state_critic=True),
+    magnet=Magnet(coeff=0.7, update_steps=100_000, update_growth=1.1, counterfactual=True),
+    model=ModelConfig(hiddens=(128, 128), vf_hiddens=(64, 64), state_critic=True),
     gamma=1.0, lambda_=1.0,
     train_batch_size=4096, minibatch_size=1024, num_epochs=4,
     lr_schedule=((0, 1e-3), (3_000_000, 2e-4), (16_000_000, 1e-5)),
     entropy_coeff=((0, 0.35), (16_000_000, 0.105)), advantage_normalization="none",
     use_kl_loss=False, num_envs=64,
-    league_eval_interval=16, league_eval_games=20, league_eval_average_window=12)
+    league_eval_interval=16, league_eval_games=20, league_eval_average_window=96)
 
 if __name__ == "__main__":
     main("leduc_poker", CONFIG, seconds=1800.0, levels=(1.0, 0.5, 0.2), cfr_seconds=30.0)
