@@ -31,7 +31,7 @@ CONFIG = LeagueConfig(
     model=ModelConfig(hiddens=(128, 128), vf_hiddens=(64, 64), state_critic=True),
     gamma=1.0, lambda_=1.0,
     train_batch_size=4096, minibatch_size=1024, num_epochs=4,
-    lr_schedule=((0, 1e-3), (3_000_000, 2e-4), (16_000_000, 1e-5)),
+    lr_schedule=((0, 1e-3), (3_000_000, 2e-4), (12_000_000, 2e-5)),
     entropy_coeff=((0, 0.35), (16_000_000, 0.105)), advantage_normalization="none",
     use_kl_loss=False, num_envs=64,
     league_eval_interval=16, league_eval_games=20, league_eval_average_window=96)
