@@ -111,9 +111,6 @@ class PPOBatch:
     # and of the magnet and entropy terms.
     pg_weights: torch.Tensor | None = None  # [B]
     reg_weights: torch.Tensor | None = None  # [B]
-    # A state critic's value of every move at each row's state, minus the baseline (0 at
-    # illegal moves), scaled as the advantages: the policy term then covers every move.
-    action_values: torch.Tensor | None = None  # [B, n]
 
     @staticmethod
     def from_rollout(r: Rollout, device: torch.device | str = "cpu",

@@ -114,10 +114,6 @@ class LeagueConfig(PPOHyperparams):
                              "league_eval_random_opening_moves, league_eval_average_window "
                              "and the CPU and GPU "
                              "counts must be >= 0.")
-        if self.model.state_critic and self.advantage_normalization == "minibatch":
-            raise ValueError("model.state_critic's values of every move are scaled with the "
-                             "batch's advantages; advantage_normalization='minibatch' would "
-                             "scale them apart: use 'batch' or 'none'.")
         if self.model.state_critic and self.gamma != 1.0:
             raise ValueError(f"model.state_critic estimates undiscounted returns (its control "
                              f"variates run over every node of a game); set gamma=1.0 (got "

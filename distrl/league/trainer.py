@@ -72,11 +72,8 @@ class PolicyTrainer:
         self.env_steps += rollout.size
         self.learner.set_lr(cfg.lr_at(self.env_steps))
         if rollout.critic_obs is not None:
-            rollout, action_values, critic_data = self._critic_advantages(rollout)
+            rollout, critic_data = self._critic_advantages(rollout)
         batch = PPOBatch.from_rollout(rollout, self.device, cfg.advantage_stats())
-        if rollout.critic_obs is not None:  # scaled as from_rollout scaled the advantages
-            scale = (cfg.advantage_stats() or (0.0, rollout.advantages.std() + 1e-8))[1]
-            batch.action_values = action_values / scale
         if self.magnet is not None:
             batch.magnet_dist_inputs = self._magnet_inputs(batch)
         if self.magnet_cfg.counterfactual:
@@ -94,12 +91,10 @@ class PolicyTrainer:
             metrics["critic_loss"] = self._fit_critic(*critic_data, rollout.size, generator)
         return metrics
 
-    def _critic_advantages(self, rollout: Rollout
-                           ) -> tuple[Rollout, torch.Tensor, tuple[torch.Tensor, ...]]:
-        """The all-actions policy gradient's two parts from the state critic: the rollout
-        with each step's advantage target - q(h, a) (control_variate_returns: its
-        sampled move's correction), and q(h, .) - V(h) for every legal move [B, n]; and
-        the critic's training data: every node's (state, choice, target)."""
+    def _critic_advantages(self, rollout: Rollout) -> tuple[Rollout, tuple[torch.Tensor, ...]]:
+        """The rollout with the state critic's control-variate advantages
+        (control_variate_returns), and its training data: every node's (state, choice,
+        target)."""
         obs = torch.as_tensor(rollout.critic_obs, device=self.device)
         choice = torch.as_tensor(rollout.critic_choice, device=self.device)
         live = choice >= 0
@@ -107,16 +102,12 @@ class PolicyTrainer:
         q = torch.zeros(*choice.shape, rollout.critic_probs.shape[-1], device=self.device)
         with torch.no_grad():
             q[live] = critic.model(obs[live])
-        probs = torch.as_tensor(rollout.critic_probs, device=self.device)
         targets, baseline = control_variate_returns(
-            q, probs, choice, torch.as_tensor(rollout.critic_rewards, device=self.device))
-        moves = rollout.dist_inputs.shape[1]
-        legal = (probs[:, 0, :moves] > 0 if rollout.action_mask is None
-                 else torch.as_tensor(rollout.action_mask, device=self.device))
-        action_values = torch.where(legal, q[:, 0, :moves] - baseline[:, None], 0.0)
-        adv = (targets[:, 0] - q[:, 0].gather(1, choice[:, :1]).squeeze(1)).cpu().numpy()
+            q, torch.as_tensor(rollout.critic_probs, device=self.device), choice,
+            torch.as_tensor(rollout.critic_rewards, device=self.device))
+        adv = (targets[:, 0] - baseline).cpu().numpy()
         out = dataclasses.replace(rollout, advantages=adv, value_targets=adv + rollout.values)
-        return out, action_values, (obs[live], choice[live], targets[live])
+        return out, (obs[live], choice[live], targets[live])
 
     def _fit_critic(self, states: torch.Tensor, choice: torch.Tensor, targets: torch.Tensor,
                     rows: int, generator: torch.Generator | None) -> float:

@@ -46,9 +46,9 @@ class ModelConfig:
     an MLP of its own (vf_hiddens) over the game's whole state (in OpenSpiel every
     player's information, so a poker critic sees both hands) values every move and chance
     outcome, and serves as a control variate at every node after each of the seat's moves
-    (league.trainer.control_variate_returns) and as the values of every move in an
-    all-actions policy gradient: unbiased, without the noise of the others' and chance's
-    moves. Needs gamma = 1; the policy still sees its observation only."""
+    (league.trainer.control_variate_returns): the advantages stay unbiased and lose the
+    noise of the others' and chance's moves. Needs gamma = 1; the policy still sees its
+    observation only."""
 
     use_lstm: bool = False
     """An LSTM core between the encoder (conv stack and hiddens) and the heads, for

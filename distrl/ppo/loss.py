@@ -30,8 +30,6 @@ def ppo_loss(
     ratio = torch.exp(logp - batch.logp)
     adv = batch.advantages
     surrogate = torch.min(adv * ratio, adv * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param))
-    if batch.action_values is not None:  # all moves: the critic's values, beside the ratio's
-        surrogate = surrogate + (torch.softmax(dist_inputs, -1) * batch.action_values).sum(-1)
     policy_loss = -_weighted_mean(batch.pg_weights)(surrogate)
     reg_mean = _weighted_mean(batch.reg_weights)  # the magnet's and entropy's terms
     entropy = reg_mean(dist.entropy(dist_inputs))
