@@ -6,16 +6,20 @@ within 1,800 s (OpenSpiel's R-NaD reference: about 0.2 after 1M learner steps).
 
 The same league as Kuhn's (pure self-play with magnetic mirror descent), with a wider
 network for Leduc's 936 information states; counterfactual weighting
-(Magnet.counterfactual: without samples it descends faster, 0.094 against 0.16 for
-on-policy weighting after 3,500 iterations, bench/leduc_dynamics.py; from samples the
-two land closer, 0.39 against 0.45) and a magnet coefficient of 0.5; magnet phases
-that lengthen by 10% each (a constant phase descends faster at first, then climbs
-back); poker's undiscounted Monte Carlo returns (gamma = lambda = 1); a learning rate 3x
-larger at first (the policy moved too little per update) decaying to 1e-5; an entropy
-bonus from 0.1 to 0.03 over 16M moves (without one, the counterfactual run stayed above
-2; reaching 0.03 by 6M was worse from samples, though not without them); and
-evaluations every 16 iterations (18% more moves in the same time than every 4).
-docs/benchmarks.md has the trials.
+(Magnet.counterfactual: sequence-form MMD, which without samples descends faster than
+on-policy weighting, bench/leduc_dynamics.py); a state critic (ModelConfig.state_critic:
+an action-value network over both hands and the public card, used as a control variate
+at every later node, so the advantages stay unbiased and lose most of the cards' and the
+later moves' luck; 64 x 64: 20% more moves than 128 x 128, and the policy ended
+alike); advantages in chips (standardising by the batch's
+spread, which the critic shrinks, would weigh the policy term up against the magnet and
+the bonus), so the magnet coefficient (0.7) and the entropy bonus (0.35 -> 0.105 over
+16M moves) are the exact dynamics' 0.2 and the earlier bench's 0.1 -> 0.03 times 3.5,
+the Monte Carlo advantages' spread; magnet phases that lengthen by 10% each; poker's
+undiscounted returns (gamma = 1); a learning rate decaying 1e-3 -> 2e-4 at 3M moves
+-> 2e-5 at 12M; evaluations every 16 iterations; and the average policy over the last
+96 evaluations (the policy itself jumps between evaluations). docs/benchmarks.md has
+the trials.
 """
 
 from __future__ import annotations
