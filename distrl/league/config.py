@@ -30,11 +30,6 @@ class Magnet:
     update_growth: Annotated[float, tyro.conf.arg(name="magnet-update-growth")] = 1.0
     """Each magnet phase is this many times longer than the one before (R-NaD lengthens
     its phases so that the policy settles near each magnet's fixed point); 1: constant."""
-    average: Annotated[float, tyro.conf.arg(name="magnet-average")] = 0.0
-    """Each update the magnet's source moves this share of the way to the policy's weights
-    (an exponential moving average, R-NaD's target network), and a magnet update copies
-    that average rather than the policy: sampled updates make the policy jump, and a
-    magnet copied from one jump pulls the next phase towards its noise; 0: the policy."""
     counterfactual: Annotated[bool, tyro.conf.arg(name="magnet-counterfactual")] = False
     """Weight each move's policy term by 1 / (the mover's own probability of its earlier
     moves) and its magnet and entropy terms by 1 / (the probability of the game so far),
@@ -53,9 +48,6 @@ class Magnet:
         if self.coeff < 0 or self.update_steps < 0:
             raise ValueError(f"magnet coeff ({self.coeff}) and update_steps "
                              f"({self.update_steps}) must be >= 0.")
-        if not 0 <= self.average < 1:
-            raise ValueError(f"magnet average ({self.average}) must be in [0, 1): the share "
-                             "of the policy's weights each update adds to the average.")
         if self.update_growth < 1:
             raise ValueError(f"magnet update_growth ({self.update_growth}) must be >= 1: "
                              "phases may lengthen, not shorten.")

@@ -54,8 +54,6 @@ class PolicyTrainer:
         self.learner = Learner(self.model, self.cfg.lr_at(self.env_steps), self.cfg.grad_clip)
         self.kl_coeff = self.cfg.kl_coeff
         self.magnet = copy.deepcopy(self.model) if self.magnet_cfg.coeff > 0 else None
-        self.average = (copy.deepcopy(self.model) if self.magnet is not None
-                        and self.magnet_cfg.average > 0 else None)
         self.magnet_at, self.magnet_updates = self.env_steps, 0
         self.critic: Learner | None = None  # state_critic: made at the first batch's size
 
@@ -89,10 +87,6 @@ class PolicyTrainer:
         metrics = ppo_update(self.learner, batch, self.ppo_cfg, self.kl_coeff,
                              cfg.entropy_coeff_at(self.env_steps), generator,
                              magnet_coeff=self.magnet_cfg.coeff)
-        if self.average is not None:
-            with torch.no_grad():
-                torch._foreach_lerp_(list(self.average.parameters()),
-                                     list(self.model.parameters()), self.magnet_cfg.average)
         if cfg.use_kl_loss:
             self.kl_coeff = update_kl_coeff(self.kl_coeff, metrics["kl"], cfg.kl_target)
         if rollout.critic_obs is not None:
@@ -137,8 +131,7 @@ class PolicyTrainer:
         """The magnet's masked logits on the batch, after moving it to the policy when due."""
         every = self.magnet_cfg.phase_steps(self.magnet_updates)
         if every and self.env_steps - self.magnet_at >= every:
-            source = self.model if self.average is None else self.average
-            self.magnet.load_state_dict(source.state_dict())
+            self.magnet.load_state_dict(self.model.state_dict())
             self.magnet_at, self.magnet_updates = self.env_steps, self.magnet_updates + 1
         with torch.no_grad():
             if batch.sequences is None:
@@ -151,10 +144,8 @@ class PolicyTrainer:
     def get_state(self) -> dict[str, Any]:
         magnet = None if self.magnet is None else self.magnet.state_dict()
         critic = None if self.critic is None else self.critic.get_state()
-        average = None if self.average is None else self.average.state_dict()
         return {**self.learner.get_state(), "kl_coeff": self.kl_coeff,
                 "env_steps": self.env_steps, "magnet": magnet, "magnet_at": self.magnet_at,
-                "magnet_average": average,
                 "magnet_updates": self.magnet_updates, "resets": self.resets,
                 "critic": critic}
 
@@ -167,8 +158,6 @@ class PolicyTrainer:
             self.magnet_at = int(state["magnet_at"])
             # Absent when a Ray learner restarts before its first checkpoint: phases start over.
             self.magnet_updates = int(state.get("magnet_updates", 0))
-        if self.average is not None:
-            self.average.load_state_dict(state["magnet_average"])
         if state.get("critic") is not None:
             shapes = [w.shape for k, w in state["critic"]["model"].items() if k.endswith("weight")]
             size, outcomes = shapes[0][1], shapes[-1][0]

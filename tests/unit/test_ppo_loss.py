@@ -263,31 +263,3 @@ def test_advantages_stay_in_reward_units_without_normalization():
     standard = PPOBatch.from_rollout(rollout, "cpu", PPOHyperparams().advantage_stats())
     assert abs(float(standard.advantages.mean())) < 1e-5
     assert float(standard.advantages.std()) == pytest.approx(1.0, rel=0.02)
-
-
-def test_magnet_average_tracks_the_policy_and_becomes_the_magnet():
-    from distrl.league.config import Magnet
-    from distrl.league.trainer import PolicyTrainer
-    from tests.fakes import random_rollout
-
-    def params(module):
-        return torch.cat([p.detach().flatten() for p in module.parameters()])
-
-    torch.manual_seed(0)
-    spaces = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
-    cfg = PPOHyperparams(minibatch_size=32, num_epochs=2, lr=1e-2, use_kl_loss=False)
-    magnet = Magnet(coeff=0.5, update_steps=128, average=0.25)
-    trainer = PolicyTrainer(*spaces, cfg, magnet=magnet)
-    average = params(trainer.model)  # the naive average: a = a + 0.25 (w - a) per update
-    for i in range(3):
-        trainer.update(random_rollout(32, i))
-        average = average + 0.25 * (params(trainer.model) - average)
-        torch.testing.assert_close(params(trainer.average), average)
-    assert not torch.allclose(average, params(trainer.model), atol=1e-4)
-    trainer.update(random_rollout(32, 3))  # 128 steps: first the magnet becomes the average
-    torch.testing.assert_close(params(trainer.magnet), average)
-    restored = PolicyTrainer(*spaces, cfg, magnet=magnet)
-    restored.set_state(trainer.get_state())
-    torch.testing.assert_close(params(restored.average), params(trainer.average))
-    with pytest.raises(ValueError, match="magnet average"):
-        Magnet(average=1.0)
