@@ -7,7 +7,9 @@ within 1,800 s (OpenSpiel's R-NaD reference: about 0.2 after 1M learner steps).
 The same league as Kuhn's (pure self-play with magnetic mirror descent), with a wider
 network for Leduc's 936 information states; counterfactual weighting
 (Magnet.counterfactual: sequence-form MMD, which without samples descends faster than
-on-policy weighting, bench/leduc_dynamics.py); a state critic (ModelConfig.state_critic:
+on-policy weighting, bench/leduc_dynamics.py), with the magnet and entropy terms
+weighted by 1 / (visits of the information state in the batch) rather than 1 / reach
+(Magnet.regulariser="visits": bounded where 1 / reach is heavy-tailed); a state critic (ModelConfig.state_critic:
 an action-value network over both hands and the public card, used as a control variate
 at every later node, so the advantages stay unbiased and lose most of the cards' and the
 later moves' luck; 64 x 64: 20% more moves than 128 x 128, and the policy ended
@@ -16,8 +18,8 @@ spread, which the critic shrinks, would weigh the policy term up against the mag
 the bonus), so the magnet coefficient (0.7) and the entropy bonus (0.35 -> 0.105 over
 16M moves) are the exact dynamics' 0.2 and the earlier bench's 0.1 -> 0.03 times 3.5,
 the Monte Carlo advantages' spread; magnet phases that lengthen by 10% each; poker's
-undiscounted returns (gamma = 1); a learning rate decaying 1e-3 -> 2e-4 at 3M moves
--> 2e-5 at 12M; evaluations every 16 iterations; and the average policy over the last
+undiscounted returns (gamma = 1); a learning rate decaying 1e-3 -> 2e-4 at 2M moves
+-> 2e-5 at 7M; evaluations every 16 iterations; and the average policy over the last
 96 evaluations (the policy itself jumps between evaluations). docs/benchmarks.md has
 the trials.
 """
@@ -31,11 +33,12 @@ from distrl import LeagueConfig, LeagueRules, Magnet, ModelConfig
 CONFIG = LeagueConfig(
     rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0,
                       self_play_prob=1.0, exploiter_check_prob=0.0),
-    magnet=Magnet(coeff=0.7, update_steps=100_000, update_growth=1.1, counterfactual=True),
+    magnet=Magnet(coeff=0.7, update_steps=100_000, update_growth=1.1, counterfactual=True,
+                  regulariser="visits"),
     model=ModelConfig(hiddens=(128, 128), vf_hiddens=(64, 64), state_critic=True),
     gamma=1.0, lambda_=1.0,
     train_batch_size=4096, minibatch_size=1024, num_epochs=4,
-    lr_schedule=((0, 1e-3), (3_000_000, 2e-4), (12_000_000, 2e-5)),
+    lr_schedule=((0, 1e-3), (2_000_000, 2e-4), (7_000_000, 2e-5)),
     entropy_coeff=((0, 0.35), (16_000_000, 0.105)), advantage_normalization="none",
     use_kl_loss=False, num_envs=64,
     league_eval_interval=16, league_eval_games=20, league_eval_average_window=96)
