@@ -9,8 +9,8 @@ network for Leduc's 936 information states; counterfactual weighting
 (Magnet.counterfactual: sequence-form MMD, which without samples descends faster than
 on-policy weighting, bench/leduc_dynamics.py), with the magnet and entropy terms
 weighted by 1 / (visits of the information state in the batch) rather than 1 / reach
-(Magnet.regulariser="visits": bounded where 1 / reach is heavy-tailed); a state critic (ModelConfig.state_critic:
-an action-value network over both hands and the public card, used as a control variate
+(Magnet.regulariser="visits": bounded where 1 / reach is heavy-tailed); a state critic
+(ModelConfig.state_critic: an action-value network over both hands and the public card, used as a control variate
 at every later node, so the advantages stay unbiased and lose most of the cards' and the
 later moves' luck; 64 x 64: 20% more moves than 128 x 128, and the policy ended
 alike); advantages in chips (standardising by the batch's
