@@ -10,18 +10,18 @@ network for Leduc's 936 information states; counterfactual weighting
 on-policy weighting, bench/leduc_dynamics.py), with the magnet and entropy terms
 weighted by 1 / (visits of the information state in the batch) rather than 1 / reach
 (Magnet.regulariser="visits": bounded where 1 / reach is heavy-tailed); a state critic
-(ModelConfig.state_critic: an action-value network over both hands and the public card, used as a control variate
-at every later node, so the advantages stay unbiased and lose most of the cards' and the
-later moves' luck; 64 x 64: 20% more moves than 128 x 128, and the policy ended
-alike); advantages in chips (standardising by the batch's
-spread, which the critic shrinks, would weigh the policy term up against the magnet and
-the bonus), so the magnet coefficient (0.7) and the entropy bonus (0.35 -> 0.105 over
-16M moves) are the exact dynamics' 0.2 and the earlier bench's 0.1 -> 0.03 times 3.5,
-the Monte Carlo advantages' spread; magnet phases that lengthen by 10% each; poker's
-undiscounted returns (gamma = 1); a learning rate decaying 1e-3 -> 2e-4 at 2M moves
--> 2e-5 at 7M; evaluations every 16 iterations; and the average policy over the last
-96 evaluations (the policy itself jumps between evaluations). docs/benchmarks.md has
-the trials.
+(ModelConfig.state_critic: an action-value network over both hands and the public card,
+used as a control variate at every later node, so the advantages stay unbiased and lose
+most of the cards' and the later moves' luck; 64 x 64: 20% more moves than 128 x 128,
+and the policy ended alike); advantages in chips (standardising by the batch's spread,
+which the critic shrinks, would weigh the policy term up against the magnet and the
+bonus), so the magnet coefficient (0.7) and the entropy bonus (0.35 -> 0.105 over 16M
+moves) are the exact dynamics' 0.2 and the earlier bench's 0.1 -> 0.03 times 3.5, the
+Monte Carlo advantages' spread; magnet phases that lengthen by 10% each; poker's
+undiscounted returns (gamma = 1); a learning rate decaying 1e-3 -> 2e-4 at 2M moves ->
+2e-5 at 7M; evaluations every 16 iterations; and the average policy over the last 96
+evaluations (the policy itself jumps between evaluations). docs/benchmarks.md has the
+trials.
 """
 
 from __future__ import annotations
