@@ -48,6 +48,10 @@ class Magnet:
         if self.coeff < 0 or self.update_steps < 0:
             raise ValueError(f"magnet coeff ({self.coeff}) and update_steps "
                              f"({self.update_steps}) must be >= 0.")
+        if self.regulariser != "reach" and not self.counterfactual:
+            raise ValueError(f"magnet regulariser {self.regulariser!r} reweights the "
+                             "counterfactual weighting; set counterfactual=True "
+                             "(--magnet-counterfactual) or leave regulariser 'reach'.")
         if self.update_growth < 1:
             raise ValueError(f"magnet update_growth ({self.update_growth}) must be >= 1: "
                              "phases may lengthen, not shorten.")

@@ -248,8 +248,7 @@ class OpenSpielEnv:
         rewards = np.zeros(self.game.num_players())
         while self.state.is_chance_node():
             outcomes, probs = zip(*self.state.chance_outcomes(), strict=True)
-            # bisect on the running sums: rng.choice(p=...) costs 9x as much, 15% of a
-            # poker league's sampling
+            # bisect on the running sums: rng.choice(p=...) costs 9x as much a draw
             sums = list(itertools.accumulate(probs))
             k = min(bisect.bisect(sums, self.rng.random() * sums[-1]), len(sums) - 1)
             if self.chance_nodes is not None:

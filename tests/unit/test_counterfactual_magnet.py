@@ -107,6 +107,8 @@ def test_visit_weights_give_each_information_state_of_the_batch_one_share(monkey
     np.testing.assert_allclose(seen["reg"].numpy(), weights, rtol=1e-6)
     pg, _ = counterfactual_weights(r.reach_logp, torch.device("cpu"))
     torch.testing.assert_close(seen["pg"], pg)  # the policy term keeps its weights
+    with pytest.raises(ValueError, match="set counterfactual=True"):
+        Magnet(coeff=0.5, regulariser="visits")  # would do nothing without it
 
 
 def test_weights_scale_the_policy_and_the_regularisers_apart():
