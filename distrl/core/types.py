@@ -42,6 +42,9 @@ class Rollout:
     critic_probs: np.ndarray | None = None  # [B, L, K] the mover's or chance's distribution
     critic_choice: np.ndarray | None = None  # [B, L] int64: the choice taken, -1 no node
     critic_rewards: np.ndarray | None = None  # [B, L] float32: the seat's, leaving each node
+    # [B, L] float32: on a seat's first row, how many of its rows hold the node (0 on the
+    # later rows, whose nodes repeat the first's): the critic fits each node once, weighted
+    critic_weight: np.ndarray | None = None
     # Magnet.counterfactual: log-probability of the game so far under the seat's own
     # earlier moves, and under the other players and chance.
     reach_logp: np.ndarray | None = None  # [B, 2] float32

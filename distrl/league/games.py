@@ -14,10 +14,10 @@ in the episode), ``observation_space(agent)``, ``action_space(agent)``,
 (d) an agent with an action mask observes ``{"observation": array, "action_mask": int8
     array, 1 = legal}`` (PettingZoo classic's convention); ``split_obs`` takes it apart.
 (e) optionally, for league learners' state critics (ModelConfig.state_critic; OpenSpielEnv
-    has them): ``critic_states(agents) -> {agent: array}``, the whole state as each agent
-    would see it if nothing were hidden; ``critic_outcomes``, how many moves or chance
-    outcomes a node has at most; and ``chance_nodes``, None or a list the env appends each
-    chance node it resolves to, as ``(critic_states of every agent, outcome
+    has them): ``critic_state() -> array [players, size]``, the whole state as each player
+    sees it (its own information), in ``possible_agents`` order; ``critic_outcomes``, how
+    many moves or chance outcomes a node has at most; and ``chance_nodes``, None or a list
+    the env appends each chance node it resolves to, as ``(critic_state(), outcome
     probabilities, outcome)``.
 
 Specs: ``pettingzoo:connect_four_v3`` (any PettingZoo family), ``openspiel:kuhn_poker``,
@@ -262,8 +262,7 @@ class OpenSpielEnv:
                        ) -> None:
         dist = np.zeros(self.critic_outcomes, np.float32)
         dist[list(outcomes)] = probs
-        self.chance_nodes.append((self.critic_states(self.possible_agents), dist,
-                                  int(outcomes[k])))
+        self.chance_nodes.append((self.critic_state(), dist, int(outcomes[k])))
 
     def _obs(self) -> dict[str, Any]:
         if self.state.is_terminal():
@@ -275,22 +274,17 @@ class OpenSpielEnv:
         """A copy of the game's state (for search bots)."""
         return self.state.clone()
 
-    def critic_states(self, agents: list[str]) -> dict[str, np.ndarray]:
-        """The whole state as each of ``agents`` would see it if nothing were hidden, for
-        a critic (ModelConfig.state_critic): every player's information-state tensor
-        (observation tensor), the agent's first; zeros once the game is over."""
-        n = self.game.num_players()
+    def critic_state(self) -> np.ndarray:
+        """The whole state, for a critic (ModelConfig.state_critic): every player's
+        information-state tensor (observation tensor) in player order, [players, size];
+        zeros once the game is over. A seat's critic reads it from its own row on
+        (league.seats), so it is read once per node, not once per seat."""
+        n, size = self.game.num_players(), self._obs_space["observation"].shape[0]
         if self.state is None or self.state.is_terminal():
-            size = n * self._obs_space["observation"].shape[0]
-            return {a: np.zeros(size, np.float32) for a in agents}
+            return np.zeros((n, size), np.float32)
         get = (self.state.information_state_tensor if self.info_state
                else self.state.observation_tensor)
-        tensors = [np.asarray(get(p), np.float32) for p in range(n)]  # each read once
-        out = {}
-        for agent in agents:
-            first = self.possible_agents.index(agent)
-            out[agent] = np.concatenate([tensors[(first + k) % n] for k in range(n)])
-        return out
+        return np.array([get(p) for p in range(n)], np.float32)
 
     def observe_states(self, states: list[Any]) -> np.ndarray:
         """The observations of the players to move in ``states``, as this env gives them."""

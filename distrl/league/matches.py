@@ -27,11 +27,11 @@ import numpy as np
 import torch
 
 from distrl.core.checkpoint import games_in_progress, trusted_loads
-from distrl.core.types import Rollout, concat_nodes
+from distrl.core.types import Rollout
 from distrl.league.batched import act_together, stacked_forward
 from distrl.league.games import split_obs
 from distrl.league.policies import ActingPolicy
-from distrl.league.seats import Node, Seat
+from distrl.league.seats import Node, Seat, critic_arrays
 from distrl.models.distributions import mask_logits
 
 
@@ -59,7 +59,7 @@ class MatchLoop:
     """Steps ``envs`` (multi-agent) with the policies ``choose`` seats at each reset.
     ``max_seq_len``: the training sequences of recurrent learners (ModelConfig's);
     ``critic_states``: every game's nodes (moves and chance outcomes) are recorded with
-    the learning seats' critic states (ModelConfig.state_critic); ``others_reach``: each
+    the whole state (ModelConfig.state_critic); ``others_reach``: each
     step also records the log-probability of its game so far under the other players and
     chance (Magnet.counterfactual)."""
 
@@ -67,7 +67,7 @@ class MatchLoop:
                  max_seq_len: int = 20, critic_states: bool = False,
                  others_reach: bool = False):
         if critic_states and not hasattr(envs[0], "critic_outcomes"):
-            raise ValueError(f"{type(envs[0]).__name__} has no critic_states(agents) and "
+            raise ValueError(f"{type(envs[0]).__name__} has no critic_state() and "
                              "critic_outcomes, which ModelConfig.state_critic needs "
                              "(OpenSpiel games have them); turn state_critic off.")
         self.envs, self.choose, self.max_seq_len = envs, choose, max_seq_len
@@ -95,7 +95,7 @@ class MatchLoop:
         self.obs[i], _ = env.reset(seed=seed, options={"policies": dict(mapping)})
         game: list[Node] = []  # one list for the game's seats (state critics)
         self.seats[i] = {agent: Seat(mapping[agent], env.action_space(agent), game=game,
-                                     agent=agent) for agent in env.possible_agents}
+                                     player=k) for k, agent in enumerate(env.possible_agents)}
         if self.critic_states:
             env.chance_nodes.clear()  # the deal comes before any seat's step
 
@@ -122,6 +122,7 @@ class MatchLoop:
         their mapping. Policies in ``greedy`` take their most probable legal action
         (evaluation); the others sample. ``choose`` must seat every learning policy."""
         parts: dict[str, list[dict[str, np.ndarray]]] = {}
+        seated: dict[str, list[Seat]] = {}  # the learning seats behind the parts
         results: list[MatchResult] = []
         samples = dict.fromkeys(learning, 0)
         env_steps = 0
@@ -136,9 +137,12 @@ class MatchLoop:
                     if seat.policy_id in learning and seat.rewards:
                         parts.setdefault(seat.policy_id, []).append(
                             seat.to_arrays(gamma, lambda_, self.max_seq_len))
+                        seated.setdefault(seat.policy_id, []).append(seat)
                         samples[seat.policy_id] += len(seat.rewards)
             env_steps += len(self.envs)
-        return MatchBatch({pid: _rollout(p) for pid, p in parts.items()}, results, env_steps)
+        rollouts = {pid: _rollout(p, critic_arrays(seated[pid]) if self.critic_states else {})
+                    for pid, p in parts.items()}
+        return MatchBatch(rollouts, results, env_steps)
 
     def _step(self, policy: Callable[[str], ActingPolicy], learning: set[str],
               generator: torch.Generator | None, greedy: Collection[str]
@@ -167,7 +171,7 @@ class MatchLoop:
         ended = []
         for i, env in enumerate(self.envs):
             seats = self.seats[i]
-            node = self._record_node(env, seats, actions[i], learning) if (
+            node = self._record_node(env, seats, actions[i]) if (
                 self.critic_states) else None
             if self.others_reach:
                 self._record_others(env, seats, actions[i])
@@ -178,8 +182,8 @@ class MatchLoop:
             for agent, t in terms.items():
                 seats[agent].terminated |= bool(t)
             if node is not None:
-                node.rewards = {a: float(r) for a, r in rewards.items()}
-                self._record_chance(env, seats, learning)
+                node.rewards = np.array([rewards.get(a, 0.0) for a in env.possible_agents])
+                self._record_chance(env, seats)
             going = bool(obs and env.agents)
             if going:
                 self.obs[i] = obs
@@ -189,10 +193,9 @@ class MatchLoop:
         return ended
 
     @staticmethod
-    def _record_node(env: Any, seats: dict[str, Seat], actions: dict[str, Any],
-                     learning: set[str]) -> Node:
-        """The mover's node in its game (state critics): the learning seats' critic states,
-        the mover's distribution and move; its rewards come after the env's step."""
+    def _record_node(env: Any, seats: dict[str, Seat], actions: dict[str, Any]) -> Node:
+        """The mover's node in its game (state critics): the whole state (every player's
+        information), the mover's distribution and move; its rewards come after the env's step."""
         if len(actions) != 1:
             raise ValueError(f"a state critic (ModelConfig.state_critic) needs turn-based "
                              f"games; here {sorted(actions)} moved at once.")
@@ -202,19 +205,16 @@ class MatchLoop:
         weights = np.exp(logits - logits.max())
         probs = np.zeros(env.critic_outcomes, np.float32)
         probs[:len(weights)] = weights / weights.sum()
-        node = Node(env.critic_states([a for a, s in seats.items() if s.policy_id in learning]),
-                    probs, int(seat.actions[-1]))
+        node = Node(env.critic_state(), probs, int(seat.actions[-1]))
         seat.node_ids.append(len(seat.game))
         seat.game.append(node)
         return node
 
     @staticmethod
-    def _record_chance(env: Any, seats: dict[str, Seat], learning: set[str]) -> None:
+    def _record_chance(env: Any, seats: dict[str, Seat]) -> None:
         """The chance nodes the env resolved in its last step, into the game's nodes."""
         game = next(iter(seats.values())).game
-        for states, probs, outcome in env.chance_nodes:
-            game.append(Node({a: states[a] for a, s in seats.items() if s.policy_id in learning},
-                             probs, outcome))
+        game.extend(Node(state, probs, outcome) for state, probs, outcome in env.chance_nodes)
         env.chance_nodes.clear()
 
     @staticmethod
@@ -335,10 +335,9 @@ class _Forward:
     greedy: bool
 
 
-def _rollout(parts: list[dict[str, np.ndarray]]) -> Rollout:
-    """One policy's seats as a Rollout (episode stats are the seats' returns); the
-    seats' arrays are named as Rollout's fields."""
-    cat = {k: (concat_nodes if k.startswith("critic_") else np.concatenate)([p[k] for p in parts])
-           for k in parts[0]}
-    return Rollout(**cat, episode_returns=np.zeros(0, np.float32),
+def _rollout(parts: list[dict[str, np.ndarray]], critic: dict[str, np.ndarray]) -> Rollout:
+    """One policy's seats as a Rollout (episode stats are the seats' returns), with its
+    state critic's inputs; the seats' arrays are named as Rollout's fields."""
+    cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return Rollout(**cat, **critic, episode_returns=np.zeros(0, np.float32),
                    episode_lengths=np.zeros(0, np.int64), env_steps=0, weights_version=-1)

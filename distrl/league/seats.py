@@ -21,10 +21,10 @@ from distrl.models.distributions import Categorical, DiagGaussian
 class Node:
     """One node of a game, for state critics: a player's move or a chance outcome."""
 
-    states: dict[str, np.ndarray]  # learning agent -> the env's critic_states here
+    state: np.ndarray  # [players, size] the env's critic_state() here
     probs: np.ndarray  # [critic_outcomes] the mover's (or chance's) distribution
     choice: int  # the move or outcome taken
-    rewards: dict[str, float] = field(default_factory=dict)  # paid on the way out
+    rewards: np.ndarray | None = None  # [players] paid on the way out (None: nothing)
 
 
 @dataclass
@@ -50,10 +50,10 @@ class Seat:
     prev_actions: list[np.ndarray] = field(default_factory=list)
     prev_rewards: list[float] = field(default_factory=list)
     # A state critic's inputs (ModelConfig.state_critic): the game's nodes (one list, shared
-    # by its seats), where this seat's steps are in it, and which agent the seat plays.
+    # by its seats), where this seat's steps are in it, and which player the seat is.
     game: list[Node] = field(default_factory=list)
     node_ids: list[int] = field(default_factory=list)
-    agent: str = ""
+    player: int = 0
     others_logp: list[float] = field(default_factory=list)  # Magnet.counterfactual
 
     def __post_init__(self) -> None:
@@ -86,7 +86,8 @@ class Seat:
         from its last value: its next observation never came (the episode stopped).
         A recurrent seat's steps are one sequence per ``max_seq_len`` steps, each with
         the state it started from (core/sequences.py's layout). A seat that recorded
-        game nodes leaves its advantages (zeros here) to the learner's state critic."""
+        game nodes leaves its advantages (zeros here) to the learner's state critic, and its
+        critic's inputs to critic_arrays."""
         values = np.asarray(self.values, np.float32)
         steps = len(self.rewards)
         if self.node_ids:  # the learner's state critic computes them (PolicyTrainer)
@@ -111,33 +112,51 @@ class Seat:
             out.update(seq_starts=starts, state_in=np.stack(self.states_in)[starts],
                        prev_actions=np.stack(self.prev_actions),
                        prev_rewards=np.asarray(self.prev_rewards, np.float32))
-        if self.node_ids:
-            out.update(self._critic_arrays())
         if self.others_logp:  # the seat's own earlier moves, then the others' and chance
             own = np.cumsum([0.0, *self.logp[:-1]])
             out["reach_logp"] = np.stack([own, self.others_logp], 1).astype(np.float32)
         return out
 
-    def _critic_arrays(self) -> dict[str, np.ndarray]:
-        """Each step's rest of the game, from the step's own node on, padded to the first
-        step's: the seat's critic states, the movers' (or chance's) distributions, the
-        choices (-1: no node) and the seat's rewards on the way out of each node."""
-        if not self.terminated:
-            raise ValueError("a state critic (ModelConfig.state_critic) needs games that "
-                             "end by termination; this seat was truncated.")
-        nodes = self.game[self.node_ids[0]:]
-        length = len(nodes)
-        offsets = np.asarray(self.node_ids) - self.node_ids[0]
-        idx = offsets[:, None] + np.arange(length)
-        rows, cols = np.nonzero(idx < length)
-        src = idx[rows, cols]
-        states = np.zeros((len(offsets), length, nodes[0].states[self.agent].size), np.float32)
-        probs = np.zeros((len(offsets), length, nodes[0].probs.size), np.float32)
-        choice = np.full((len(offsets), length), -1, np.int64)
-        rewards = np.zeros((len(offsets), length), np.float32)
-        states[rows, cols] = np.stack([n.states[self.agent] for n in nodes])[src]
-        probs[rows, cols] = np.stack([n.probs for n in nodes])[src]
-        choice[rows, cols] = np.array([n.choice for n in nodes])[src]
-        rewards[rows, cols] = np.array([n.rewards.get(self.agent, 0.0) for n in nodes])[src]
-        return {"critic_obs": states, "critic_probs": probs, "critic_choice": choice,
-                "critic_rewards": rewards}
+
+def critic_arrays(seats: list[Seat]) -> dict[str, np.ndarray]:
+    """The state critic's inputs of the seats' steps, rows in the seats' order (as their
+    to_arrays concatenated): each step's rest of the game from its own node on, padded
+    with no-nodes to the longest: the seat's critic states (its own player's information
+    first, then the next players'), the movers' (or chance's) distributions, the choices
+    (-1: no node), the seat's rewards on the way out of each node, and the critic's fit
+    weights (Rollout.critic_weight: a later row's nodes repeat its seat's first row's, so
+    the first row carries them, counted, and the fit sees each once). Every game's nodes
+    are stacked once, however many of its seats learn, and the rows gathered in one go:
+    per-seat arrays cost more than the games (Leduc's seats have two steps)."""
+    if not all(s.terminated for s in seats):
+        raise ValueError("a state critic (ModelConfig.state_critic) needs games that "
+                         "end by termination; a seat was truncated.")
+    games = list({id(s.game): s.game for s in seats}.values())
+    base = dict(zip(map(id, games), np.cumsum([0] + [len(g) for g in games]), strict=False))
+    nodes = [n for g in games for n in g]
+    start = np.concatenate([base[id(s.game)] + np.asarray(s.node_ids) for s in seats])
+    end = np.concatenate([np.full(len(s.node_ids), base[id(s.game)] + len(s.game))
+                          for s in seats])
+    player = np.concatenate([np.full(len(s.node_ids), s.player) for s in seats])
+    states = np.stack([n.state for n in nodes])  # [nodes, players, size]
+    players = states.shape[1]
+    # each player's view: its own row first, then the next players' (flattened)
+    views = np.stack([states[:, (p + np.arange(players)) % players].reshape(len(nodes), -1)
+                      for p in range(players)])
+    rewards = np.zeros((len(nodes), players), np.float32)
+    for k, node in enumerate(nodes):
+        if node.rewards is not None:
+            rewards[k] = node.rewards
+    idx = start[:, None] + np.arange((end - start).max())
+    live = idx < end[:, None]
+    idx = np.where(live, idx, 0)
+    first = np.repeat(np.cumsum([0] + [len(s.node_ids) for s in seats[:-1]]),
+                      [len(s.node_ids) for s in seats])  # each row's seat's first row
+    weight = np.zeros(live.shape, np.float32)
+    np.add.at(weight, (first, start - start[first]), 1.0)  # a row's own node, on row first
+    weight = np.cumsum(weight, 1) * live  # ... and every node after it
+    return {"critic_obs": np.where(live[..., None], views[player[:, None], idx], 0),
+            "critic_probs": np.where(live[..., None], np.stack([n.probs for n in nodes])[idx], 0),
+            "critic_choice": np.where(live, np.array([n.choice for n in nodes])[idx], -1),
+            "critic_rewards": np.where(live, rewards[idx, player[:, None]], 0).astype(np.float32),
+            "critic_weight": weight}

@@ -96,7 +96,7 @@ class PolicyTrainer:
     def _critic_advantages(self, rollout: Rollout) -> tuple[Rollout, tuple[torch.Tensor, ...]]:
         """The rollout with the state critic's control-variate advantages
         (control_variate_returns), and its training data: every node's (state, choice,
-        target)."""
+        target, weight), each node once (Rollout.critic_weight)."""
         obs = torch.as_tensor(rollout.critic_obs, device=self.device)
         choice = torch.as_tensor(rollout.critic_choice, device=self.device)
         live = choice >= 0
@@ -109,12 +109,16 @@ class PolicyTrainer:
             torch.as_tensor(rollout.critic_rewards, device=self.device))
         adv = (targets[:, 0] - baseline).cpu().numpy()
         out = dataclasses.replace(rollout, advantages=adv, value_targets=adv + rollout.values)
-        return out, (obs[live], choice[live], targets[live])
+        fit = torch.as_tensor(rollout.critic_weight, device=self.device) > 0
+        weight = torch.as_tensor(rollout.critic_weight, device=self.device)[fit]
+        return out, (obs[fit], choice[fit], targets[fit], weight)
 
     def _fit_critic(self, states: torch.Tensor, choice: torch.Tensor, targets: torch.Tensor,
-                    rows: int, generator: torch.Generator | None) -> float:
+                    weight: torch.Tensor, rows: int, generator: torch.Generator | None
+                    ) -> float:
         """num_epochs of minibatch regression of the chosen moves' values on their
-        targets, as many steps as the policy's; mean loss."""
+        targets, each node weighted by how many rows hold it, as many steps as the
+        policy's; mean loss."""
         critic, cfg = self.critic, self.cfg
         critic.set_lr(cfg.lr_at(self.env_steps))
         parts = -(-rows // cfg.minibatch_size)
@@ -122,7 +126,8 @@ class PolicyTrainer:
         for _ in range(cfg.num_epochs):
             for idx in torch.tensor_split(torch.randperm(len(states), generator=generator), parts):
                 value = critic.model(states[idx]).gather(1, choice[idx, None]).squeeze(1)
-                loss = (value - targets[idx]).pow(2).mean()
+                w = weight[idx]
+                loss = (w * (value - targets[idx]).pow(2)).sum() / w.sum()
                 critic.step(loss, len(idx))
                 total += loss.detach()
         return float(total) / (cfg.num_epochs * parts)

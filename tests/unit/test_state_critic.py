@@ -78,6 +78,38 @@ def test_seats_record_every_node_of_their_games_from_each_step_on():
     np.testing.assert_allclose(r.critic_rewards[starts].sum(1), returns)
 
 
+def test_the_critic_fits_each_node_once_weighted_by_the_rows_that_hold_it():
+    torch.manual_seed(0)
+    policy = LocalPolicy(ActorCritic(*spaces("leduc_poker"), ModelConfig(hiddens=(16,))))
+    r = self_play("leduc_poker", policy, 600, seed=2).rollouts["A"]
+    live, fit = r.critic_choice >= 0, r.critic_weight > 0
+    assert (fit <= live).all() and fit.sum() < 0.8 * live.sum()  # the repeats are dropped
+    # Per distinct (node, view, choice): the fit's weight is how often the rows hold it.
+    def tally(mask, weight):
+        out = {}
+        for b, n in zip(*np.nonzero(mask), strict=True):
+            key = (r.critic_obs[b, n].tobytes(), int(r.critic_choice[b, n]))
+            out[key] = out.get(key, 0) + weight[b, n]
+        return out
+    assert tally(fit, r.critic_weight) == tally(live, np.ones(live.shape))
+
+
+def test_a_weighted_node_fits_as_its_repeats_would():
+    """One minibatch: weights (2, 1) give the critic the step that rows (a, a, b) give."""
+    rng = np.random.default_rng(0)
+    states = torch.as_tensor(rng.normal(size=(2, 22)), dtype=torch.float32)
+    choice, targets = torch.tensor([0, 2]), torch.tensor([1.0, -0.5])
+    critics = []
+    for rows in ([0, 1], [0, 0, 1]):
+        trainer = PolicyTrainer(*spaces("kuhn_poker"), CONFIG)
+        trainer._state_critic(22, 3)
+        weight = torch.tensor([2.0, 1.0]) if len(rows) == 2 else torch.ones(3)
+        trainer._fit_critic(states[rows], choice[rows], targets[rows], weight, 3, None)
+        critics.append(trainer.critic.model.state_dict())
+    for k, w in critics[0].items():
+        torch.testing.assert_close(w, critics[1][k])
+
+
 def naive_returns(q, probs, choice, rewards):
     """Per row, node by node from its end: t_n = r_n + u_{n+1},
     u_n = sum_a p_n(a) q_n(a) + t_n - q_n(choice_n)."""
@@ -133,7 +165,7 @@ def exact_action_values(game_name):
             q = np.zeros(env.critic_outcomes)
             for a, child in children.items():
                 q[a] = child[p]
-            out[env.critic_states([f"player_{p}"])[f"player_{p}"].tobytes()] = q
+            out[np.roll(env.critic_state(), -p, axis=0).tobytes()] = q
         return sum(prob * children[a] for a, prob in moves)
 
     walk(game.new_initial_state())
