@@ -31,7 +31,7 @@ from distrl.core.types import Rollout
 from distrl.league.batched import act_together, stacked_forward
 from distrl.league.games import split_obs
 from distrl.league.policies import ActingPolicy
-from distrl.league.seats import Node, Seat, critic_arrays
+from distrl.league.seats import Node, Seat, critic_arrays, seat_arrays
 from distrl.models.distributions import mask_logits
 
 
@@ -121,8 +121,7 @@ class MatchLoop:
         ``min_episodes`` episodes; unfinished episodes carry over to the next call with
         their mapping. Policies in ``greedy`` take their most probable legal action
         (evaluation); the others sample. ``choose`` must seat every learning policy."""
-        parts: dict[str, list[dict[str, np.ndarray]]] = {}
-        seated: dict[str, list[Seat]] = {}  # the learning seats behind the parts
+        seated: dict[str, list[Seat]] = {}  # each learning policy's finished seats
         results: list[MatchResult] = []
         samples = dict.fromkeys(learning, 0)
         env_steps = 0
@@ -135,14 +134,19 @@ class MatchLoop:
                 self.lengths[i] = 0
                 for seat in seats.values():
                     if seat.policy_id in learning and seat.rewards:
-                        parts.setdefault(seat.policy_id, []).append(
-                            seat.to_arrays(gamma, lambda_, self.max_seq_len))
                         seated.setdefault(seat.policy_id, []).append(seat)
                         samples[seat.policy_id] += len(seat.rewards)
             env_steps += len(self.envs)
-        rollouts = {pid: _rollout(p, critic_arrays(seated[pid]) if self.critic_states else {})
-                    for pid, p in parts.items()}
+        rollouts = {pid: self._rollout(seats, gamma, lambda_) for pid, seats in seated.items()}
         return MatchBatch(rollouts, results, env_steps)
+
+    def _rollout(self, seats: list[Seat], gamma: float, lambda_: float) -> Rollout:
+        """One policy's finished seats as a Rollout (episode stats are the seats' returns),
+        with its state critic's inputs."""
+        critic = critic_arrays(seats) if self.critic_states else {}
+        return Rollout(**seat_arrays(seats, gamma, lambda_, self.max_seq_len), **critic,
+                       episode_returns=np.zeros(0, np.float32),
+                       episode_lengths=np.zeros(0, np.int64), env_steps=0, weights_version=-1)
 
     def _step(self, policy: Callable[[str], ActingPolicy], learning: set[str],
               generator: torch.Generator | None, greedy: Collection[str]
@@ -333,11 +337,3 @@ class _Forward:
     values: torch.Tensor
     dist: type
     greedy: bool
-
-
-def _rollout(parts: list[dict[str, np.ndarray]], critic: dict[str, np.ndarray]) -> Rollout:
-    """One policy's seats as a Rollout (episode stats are the seats' returns), with its
-    state critic's inputs; the seats' arrays are named as Rollout's fields."""
-    cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    return Rollout(**cat, **critic, episode_returns=np.zeros(0, np.float32),
-                   episode_lengths=np.zeros(0, np.int64), env_steps=0, weights_version=-1)

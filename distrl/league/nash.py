@@ -16,6 +16,8 @@ theorem, perfect recall). A plain mean of the tables would be another, wrong pol
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -28,23 +30,34 @@ Probs = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """(observations [B, ...], masks [B, A]) -> action probabilities [B, A] (0 where illegal)."""
 
 
+@functools.lru_cache(maxsize=8)
+def _tabular(name: str) -> tuple[Any, np.ndarray, np.ndarray]:
+    """The game's TabularPolicy and what its players observe at each of its information
+    states (observations, action masks), built once per game: each walks the game's
+    whole tree, and a league evaluates every few iterations (the game by its string,
+    parameters included)."""
+    policy_lib = import_extra("open_spiel.python.policy", "open_spiel")
+    pyspiel = import_extra("pyspiel", "open_spiel")
+    game = pyspiel.load_game(name)
+    tabular = policy_lib.TabularPolicy(game)
+    info_state = game.get_type().provides_information_state_tensor
+    seen = [observe(s, s.current_player(), info_state) for s in tabular.states]
+    return (tabular, np.stack([o["observation"] for o in seen]),
+            np.stack([o["action_mask"] for o in seen]))
+
+
 def tabulate(game: Any, probs: Probs) -> np.ndarray:
     """[information states, actions]: ``probs`` at every information state of ``game``,
     rows in OpenSpiel's TabularPolicy order, in one call."""
-    policy_lib = import_extra("open_spiel.python.policy", "open_spiel")
-    info_state = game.get_type().provides_information_state_tensor
-    states = policy_lib.TabularPolicy(game).states
-    seen = [observe(s, s.current_player(), info_state) for s in states]
-    return np.asarray(probs(np.stack([o["observation"] for o in seen]),
-                            np.stack([o["action_mask"] for o in seen])), np.float64)
+    _, obs, masks = _tabular(str(game))
+    return np.asarray(probs(obs, masks), np.float64)
 
 
 def table_nash_conv(game: Any, table: np.ndarray) -> float:
     """OpenSpiel's exact NashConv when every player plays ``table``."""
-    policy_lib = import_extra("open_spiel.python.policy", "open_spiel")
     exploitability = import_extra("open_spiel.python.algorithms.exploitability", "open_spiel")
-    tabular = policy_lib.TabularPolicy(game)
-    tabular.action_probability_array[:] = table
+    tabular = copy.copy(_tabular(str(game))[0])  # its own probabilities, the rest shared
+    tabular.action_probability_array = np.array(table, np.float64)
     return float(exploitability.nash_conv(game, tabular))
 
 

@@ -6,6 +6,7 @@ each step's game (Magnet.counterfactual).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import gymnasium as gym
@@ -80,47 +81,60 @@ class Seat:
             return self.actions[-1], self.rewards[-1]
         return np.zeros(self.action_space.shape, self.action_space.dtype), 0.0
 
-    def to_arrays(self, gamma: float, lambda_: float, max_seq_len: int = 20
-                  ) -> dict[str, np.ndarray]:
-        """The seat's samples with GAE over its own steps. A truncated seat bootstraps
-        from its last value: its next observation never came (the episode stopped).
-        A recurrent seat's steps are one sequence per ``max_seq_len`` steps, each with
-        the state it started from (core/sequences.py's layout). A seat that recorded
-        game nodes leaves its advantages (zeros here) to the learner's state critic, and its
-        critic's inputs to critic_arrays."""
+
+    def advantages(self, gamma: float, lambda_: float) -> tuple[np.ndarray, np.ndarray]:
+        """GAE over the seat's own steps: (advantages, value targets), [steps] each. A
+        truncated seat bootstraps from its last value: its next observation never came
+        (the episode stopped)."""
         values = np.asarray(self.values, np.float32)
-        steps = len(self.rewards)
-        if self.node_ids:  # the learner's state critic computes them (PolicyTrainer)
-            adv = targets = np.zeros((steps, 1), np.float32)
-        else:
-            rewards = np.asarray(self.rewards, np.float32)[:, None]
-            rewards[0] += self.early
-            last = 0.0 if self.terminated else values[-1]
-            term = np.zeros((steps, 1), bool)
-            trunc = np.zeros((steps, 1), bool)
-            (term if self.terminated else trunc)[-1] = True
-            adv, targets = gae(rewards, np.append(values, last)[:, None], term, trunc, gamma,
-                               lambda_)
-        out = {"obs": np.stack(self.obs), "actions": np.stack(self.actions),
-               "logp": np.asarray(self.logp, np.float32), "values": values,
-               "dist_inputs": np.stack(self.dist_inputs), "advantages": adv[:, 0],
-               "value_targets": targets[:, 0]}
-        if self.masks:
-            out["action_mask"] = np.stack(self.masks)
-        if self.states_in:
-            starts = np.arange(steps) % max_seq_len == 0
-            out.update(seq_starts=starts, state_in=np.stack(self.states_in)[starts],
-                       prev_actions=np.stack(self.prev_actions),
-                       prev_rewards=np.asarray(self.prev_rewards, np.float32))
-        if self.others_logp:  # the seat's own earlier moves, then the others' and chance
-            own = np.cumsum([0.0, *self.logp[:-1]])
-            out["reach_logp"] = np.stack([own, self.others_logp], 1).astype(np.float32)
-        return out
+        rewards = np.asarray(self.rewards, np.float32)[:, None]
+        rewards[0] += self.early
+        last = 0.0 if self.terminated else values[-1]
+        term = np.zeros((len(values), 1), bool)
+        trunc = np.zeros((len(values), 1), bool)
+        (term if self.terminated else trunc)[-1] = True
+        adv, targets = gae(rewards, np.append(values, last)[:, None], term, trunc, gamma,
+                           lambda_)
+        return adv[:, 0], targets[:, 0]
+
+
+def seat_arrays(seats: list[Seat], gamma: float, lambda_: float, max_seq_len: int = 20
+                ) -> dict[str, np.ndarray]:
+    """The seats' samples (one policy's), rows seat after seat, named as Rollout's
+    fields: each field stacked once for all seats (per-seat arrays cost more than
+    Leduc's two-move seats). Advantages by GAE over each seat's own steps, or zeros for
+    seats that recorded game nodes (the learner's state critic computes them). A
+    recurrent seat's steps are one sequence per ``max_seq_len`` steps, each with the
+    state it started from (core/sequences.py's layout)."""
+    def flat(field: str) -> list:
+        return [x for s in seats for x in getattr(s, field)]
+
+    values = np.asarray(flat("values"), np.float32)
+    if seats[0].node_ids:
+        adv = targets = np.zeros(len(values), np.float32)
+    else:
+        adv, targets = (np.concatenate(x) for x in
+                        zip(*(s.advantages(gamma, lambda_) for s in seats), strict=True))
+    out = {"obs": np.stack(flat("obs")), "actions": np.stack(flat("actions")),
+           "logp": np.asarray(flat("logp"), np.float32), "values": values,
+           "dist_inputs": np.stack(flat("dist_inputs")), "advantages": adv,
+           "value_targets": targets}
+    if seats[0].masks:
+        out["action_mask"] = np.stack(flat("masks"))
+    if seats[0].states_in:
+        starts = np.concatenate([np.arange(len(s.rewards)) % max_seq_len == 0 for s in seats])
+        out.update(seq_starts=starts, state_in=np.stack(flat("states_in"))[starts],
+                   prev_actions=np.stack(flat("prev_actions")),
+                   prev_rewards=np.asarray(flat("prev_rewards"), np.float32))
+    if seats[0].others_logp:  # the seat's own earlier moves, then the others' and chance
+        own = [x for s in seats for x in itertools.accumulate(s.logp[:-1], initial=0.0)]
+        out["reach_logp"] = np.stack([own, flat("others_logp")], 1).astype(np.float32)
+    return out
 
 
 def critic_arrays(seats: list[Seat]) -> dict[str, np.ndarray]:
-    """The state critic's inputs of the seats' steps, rows in the seats' order (as their
-    to_arrays concatenated): each step's rest of the game from its own node on, padded
+    """The state critic's inputs of the seats' steps, rows in the seats' order (as
+    seat_arrays'): each step's rest of the game from its own node on, padded
     with no-nodes to the longest: the seat's critic states (its own player's information
     first, then the next players'), the movers' (or chance's) distributions, the choices
     (-1: no node), the seat's rewards on the way out of each node, and the critic's fit
