@@ -19,9 +19,9 @@ bonus), so the magnet coefficient (0.7) and the entropy bonus (0.35 -> 0.105 ove
 moves) are the exact dynamics' 0.2 and the earlier bench's 0.1 -> 0.03 times 3.5, the
 Monte Carlo advantages' spread; magnet phases that lengthen by 10% each; poker's
 undiscounted returns (gamma = 1); a learning rate decaying 1e-3 -> 2e-4 at 2M moves ->
-2e-5 at 7M; evaluations every 16 iterations; and the average policy over the last 96
-evaluations (the policy itself jumps between evaluations). docs/benchmarks.md has the
-trials.
+2e-5 at 7M -> 5e-6 at 11M (the last step damps the policy's jumps between
+evaluations); evaluations every 16 iterations; and the average policy over the last 16
+evaluations. docs/benchmarks.md has the trials.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ CONFIG = LeagueConfig(
     model=ModelConfig(hiddens=(128, 128), vf_hiddens=(64, 64), state_critic=True),
     gamma=1.0, lambda_=1.0,
     train_batch_size=4096, minibatch_size=1024, num_epochs=4,
-    lr_schedule=((0, 1e-3), (2_000_000, 2e-4), (7_000_000, 2e-5)),
+    lr_schedule=((0, 1e-3), (2_000_000, 2e-4), (7_000_000, 2e-5), (11_000_000, 5e-6)),
     entropy_coeff=((0, 0.35), (16_000_000, 0.105)), advantage_normalization="none",
     use_kl_loss=False, num_envs=64,
-    league_eval_interval=16, league_eval_games=20, league_eval_average_window=96)
+    league_eval_interval=16, league_eval_games=20, league_eval_average_window=16)
 
 if __name__ == "__main__":
     main("leduc_poker", CONFIG, seconds=1800.0, levels=(1.0, 0.5, 0.2), cfr_seconds=30.0)
