@@ -59,9 +59,9 @@ class MatchLoop:
     """Steps ``envs`` (multi-agent) with the policies ``choose`` seats at each reset.
     ``max_seq_len``: the training sequences of recurrent learners (ModelConfig's);
     ``critic_states``: every game's nodes (moves and chance outcomes) are recorded with
-    the whole state (ModelConfig.state_critic); ``others_reach``: each
-    step also records the log-probability of its game so far under the other players and
-    chance (Magnet.counterfactual)."""
+    the whole state (ModelConfig.state_critic); ``others_reach``: each step also records
+    the log-probability of its game so far under the other players and chance
+    (Magnet.counterfactual)."""
 
     def __init__(self, envs: list[Any], choose: Callable[[int], dict[str, str]], seed: int,
                  max_seq_len: int = 20, critic_states: bool = False,
@@ -199,7 +199,8 @@ class MatchLoop:
     @staticmethod
     def _record_node(env: Any, seats: dict[str, Seat], actions: dict[str, Any]) -> Node:
         """The mover's node in its game (state critics): the whole state (every player's
-        information), the mover's distribution and move; its rewards come after the env's step."""
+        information), the mover's distribution and move; its rewards come after the env's
+        step."""
         if len(actions) != 1:
             raise ValueError(f"a state critic (ModelConfig.state_critic) needs turn-based "
                              f"games; here {sorted(actions)} moved at once.")

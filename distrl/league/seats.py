@@ -81,7 +81,6 @@ class Seat:
             return self.actions[-1], self.rewards[-1]
         return np.zeros(self.action_space.shape, self.action_space.dtype), 0.0
 
-
     def advantages(self, gamma: float, lambda_: float) -> tuple[np.ndarray, np.ndarray]:
         """GAE over the seat's own steps: (advantages, value targets), [steps] each. A
         truncated seat bootstraps from its last value: its next observation never came
