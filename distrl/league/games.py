@@ -205,6 +205,8 @@ class OpenSpielEnv:
         self.chance_logp = 0.0  # log-probability of the episode's chance outcomes so far
         self.critic_outcomes = max(n, self.game.max_chance_outcomes())
         self.chance_nodes: list | None = None  # a list: record them (ModelConfig.state_critic)
+        # critic_state() of the state it was read from, until that state moves on
+        self._critic: tuple[Any, np.ndarray] | None = None
 
     @property
     def agents(self) -> list[str]:
@@ -221,6 +223,7 @@ class OpenSpielEnv:
         if seed is not None:
             self.rng = np.random.default_rng(seed)
         self.state = self.game.new_initial_state()
+        self._critic = None
         self.chance_logp = 0.0
         self._resolve_chance()
         obs = self._obs()
@@ -235,6 +238,7 @@ class OpenSpielEnv:
             raise ValueError(f"action {action} is illegal for {mover!r} here; legal: "
                              f"{self.state.legal_actions()} (sample with the action mask).")
         self.state.apply_action(action)
+        self._critic = None
         rewards = np.asarray(self.state.rewards(), np.float64)
         rewards += self._resolve_chance()
         done = self.state.is_terminal()
@@ -254,6 +258,7 @@ class OpenSpielEnv:
             if self.chance_nodes is not None:
                 self._record_chance(outcomes, probs, k)
             self.state.apply_action(int(outcomes[k]))
+            self._critic = None
             self.chance_logp += math.log(probs[k])
             rewards += self.state.rewards()
         return rewards
@@ -268,7 +273,13 @@ class OpenSpielEnv:
         if self.state.is_terminal():
             return {}
         player = self.state.current_player()
-        return {self.possible_agents[player]: observe(self.state, player, self.info_state)}
+        if self.chance_nodes is None:
+            return {self.possible_agents[player]: observe(self.state, player, self.info_state)}
+        # A state critic reads every player's tensor at this node anyway: the mover's
+        # observation is its row (one read of each tensor per node, not two of the mover's).
+        mask = np.asarray(self.state.legal_actions_mask(player), np.int8)
+        return {self.possible_agents[player]: {"observation": self.critic_state()[player],
+                                               "action_mask": mask}}
 
     def openspiel_state(self) -> Any:
         """A copy of the game's state (for search bots)."""
@@ -278,13 +289,16 @@ class OpenSpielEnv:
         """The whole state, for a critic (ModelConfig.state_critic): every player's
         information-state tensor (observation tensor) in player order, [players, size];
         zeros once the game is over. A seat's critic reads it from its own row on
-        (league.seats), so it is read once per node, not once per seat."""
-        n, size = self.game.num_players(), self._obs_space["observation"].shape[0]
-        if self.state is None or self.state.is_terminal():
-            return np.zeros((n, size), np.float32)
-        get = (self.state.information_state_tensor if self.info_state
-               else self.state.observation_tensor)
-        return np.array([get(p) for p in range(n)], np.float32)
+        (league.seats), so it is read once per node, not once per seat; and kept until
+        the next move or outcome (the mover's observation already read it)."""
+        if self._critic is None or self._critic[0] is not self.state:
+            n, size = self.game.num_players(), self._obs_space["observation"].shape[0]
+            if self.state is None or self.state.is_terminal():
+                return np.zeros((n, size), np.float32)
+            get = (self.state.information_state_tensor if self.info_state
+                   else self.state.observation_tensor)
+            self._critic = (self.state, np.array([get(p) for p in range(n)], np.float32))
+        return self._critic[1]
 
     def observe_states(self, states: list[Any]) -> np.ndarray:
         """The observations of the players to move in ``states``, as this env gives them."""
@@ -292,7 +306,7 @@ class OpenSpielEnv:
                          for s in states])
 
     def close(self) -> None:
-        self.state = None
+        self.state = self._critic = None
 
 
 def observe(state: Any, player: int, info_state: bool = True) -> dict[str, np.ndarray]:

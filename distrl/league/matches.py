@@ -170,12 +170,13 @@ class MatchLoop:
                                             [where[p] for p in pids], pids[0] in greedy)
             kinds.setdefault((out.dist, out.dist_inputs.shape[1:]), []).append(out)
         actions: list[dict[str, Any]] = [{} for _ in self.envs]
+        probs: list[np.ndarray] = [np.zeros(0)] * len(self.envs)  # the movers' (critics)
         for forwards in kinds.values():
-            self._sample(forwards, generator, actions)
+            self._sample(forwards, generator, actions, probs)
         ended = []
         for i, env in enumerate(self.envs):
             seats = self.seats[i]
-            node = self._record_node(env, seats, actions[i]) if (
+            node = self._record_node(env, seats, actions[i], probs[i]) if (
                 self.critic_states) else None
             if self.others_reach:
                 self._record_others(env, seats, actions[i])
@@ -197,19 +198,18 @@ class MatchLoop:
         return ended
 
     @staticmethod
-    def _record_node(env: Any, seats: dict[str, Seat], actions: dict[str, Any]) -> Node:
+    def _record_node(env: Any, seats: dict[str, Seat], actions: dict[str, Any],
+                     dist: np.ndarray) -> Node:
         """The mover's node in its game (state critics): the whole state (every player's
-        information), the mover's distribution and move; its rewards come after the env's
-        step."""
+        information), the mover's distribution ``dist`` and move; its rewards come after
+        the env's step."""
         if len(actions) != 1:
             raise ValueError(f"a state critic (ModelConfig.state_critic) needs turn-based "
                              f"games; here {sorted(actions)} moved at once.")
         (agent,) = actions
         seat = seats[agent]
-        logits = seat.dist_inputs[-1].astype(np.float64)  # illegal moves masked
-        weights = np.exp(logits - logits.max())
         probs = np.zeros(env.critic_outcomes, np.float32)
-        probs[:len(weights)] = weights / weights.sum()
+        probs[:len(dist)] = dist
         node = Node(env.critic_state(), probs, int(seat.actions[-1]))
         seat.node_ids.append(len(seat.game))
         seat.game.append(node)
@@ -292,9 +292,10 @@ class MatchLoop:
         return dist_inputs, values
 
     def _sample(self, forwards: list[_Forward], generator: torch.Generator | None,
-                actions: list[dict[str, Any]]) -> None:
+                actions: list[dict[str, Any]], probs: list[np.ndarray]) -> None:
         """Actions for the seats of several policies with one distribution; records the
-        steps in their seats and the env actions in ``actions``."""
+        steps in their seats, the env actions in ``actions`` and, for state critics, the
+        movers' move probabilities in ``probs`` (by env)."""
         dist = forwards[0].dist
         with torch.no_grad():
             inputs = torch.cat([f.dist_inputs for f in forwards])
@@ -304,6 +305,8 @@ class MatchLoop:
                 rows = rows.view(-1, *[1] * (chosen.dim() - 1))
                 chosen = torch.where(rows, dist.greedy(inputs), chosen)
             logp = dist.log_prob(inputs, chosen).tolist()
+            # one softmax for all seats (illegal moves masked: probability 0)
+            dists = torch.softmax(inputs, -1).numpy() if self.critic_states else None
         values = torch.cat([f.values for f in forwards]).tolist()
         out, inputs_np = chosen.numpy(), inputs.numpy()
         k = 0
@@ -319,6 +322,8 @@ class MatchLoop:
                 seat.values.append(values[k])
                 seat.rewards.append(0.0)
                 actions[i][agent] = seat.to_env(out[k])
+                if dists is not None:
+                    probs[i] = dists[k]
                 k += 1
 
 

@@ -242,8 +242,12 @@ class League:
         return self.players[player_id]
 
     def learners(self, role: str | None = None) -> list[str]:
-        return [p.id for p in self.players.values()
-                if not p.frozen and (role is None or p.role == role)]
+        """The learners (of ``role``), cached: matchmaking asks at every game's reset."""
+        key = ("learners", role)
+        if key not in self._cache:
+            self._cache[key] = [p.id for p in self.players.values()
+                                if not p.frozen and (role is None or p.role == role)]
+        return self._cache[key]
 
     def snapshots(self, roles: tuple[str, ...] = ROLES, parent: str | None = None
                   ) -> list[str]:

