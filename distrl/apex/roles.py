@@ -24,7 +24,7 @@ from distrl.apex.replay import PrioritizedReplay
 from distrl.core.envs import EnvSpec
 from distrl.core.learner import Learner
 from distrl.core.sampling import EnvLoop
-from distrl.core.types import NStepFragment, Transitions
+from distrl.core.types import NStepFragment, Transitions, to_tensor
 from distrl.models.config import ModelConfig
 from distrl.models.encoders import image_layout, is_image
 from distrl.models.q_network import QNetwork
@@ -207,8 +207,7 @@ class DQNLearner:
         return td_abs.cpu().numpy(), self.last_metrics
 
     def _tensor(self, x: np.ndarray) -> torch.Tensor:
-        # Batches from Ray's object store are read-only; torch wants writable memory.
-        return torch.as_tensor(np.require(x, requirements="W"), device=self.device)
+        return to_tensor(x, self.device)
 
     def weights(self) -> Weights:
         """A consistent copy of the online net's weights (what actors load)."""

@@ -123,9 +123,7 @@ class PPOBatch:
         mean, std = adv_mean_std or (adv.mean(), adv.std())
         adv = (adv - mean) / (std + 1e-8)
         def t(x: np.ndarray) -> torch.Tensor:
-            # Arrays from ray.get are read-only views of shared memory; torch warns on
-            # those, and the batch is small next to its epochs of SGD, so copy them.
-            return torch.as_tensor(x if x.flags.writeable else x.copy(), device=device)
+            return to_tensor(x, device)
         def maybe(x: np.ndarray | None) -> torch.Tensor | None:
             return None if x is None else t(x)
 
@@ -141,6 +139,13 @@ class PPOBatch:
         """The rows ``idx``, as a flat batch (its sequences are not kept)."""
         return PPOBatch(*(None if (x := getattr(self, f.name)) is None or f.name == "sequences"
                           else x[idx] for f in fields(self)))
+
+
+def to_tensor(x: np.ndarray, device: torch.device | str = "cpu") -> torch.Tensor:
+    """``x`` as a tensor. Arrays from ray.get are read-only views of shared memory;
+    torch warns on those, and a batch is small next to its epochs of SGD, so they are
+    copied."""
+    return torch.as_tensor(x if x.flags.writeable else x.copy(), device=device)
 
 
 @dataclass

@@ -15,7 +15,7 @@ import torch
 from distrl.core.learner import Learner
 from distrl.core.sampling import seed_for
 from distrl.core.sequences import unroll_rows
-from distrl.core.types import PPOBatch, Rollout
+from distrl.core.types import PPOBatch, Rollout, to_tensor
 from distrl.league.config import Magnet
 from distrl.models.actor_critic import StateCritic
 from distrl.models.distributions import mask_logits
@@ -97,20 +97,20 @@ class PolicyTrainer:
         """The rollout with the state critic's control-variate advantages
         (control_variate_returns), and its training data: every node's (state, choice,
         target, weight), each node once (Rollout.critic_weight)."""
-        obs = torch.as_tensor(rollout.critic_obs, device=self.device)
-        choice = torch.as_tensor(rollout.critic_choice, device=self.device)
+        obs = to_tensor(rollout.critic_obs, self.device)
+        choice = to_tensor(rollout.critic_choice, self.device)
         live = choice >= 0
         critic = self._state_critic(obs.shape[-1], rollout.critic_probs.shape[-1])
         q = torch.zeros(*choice.shape, rollout.critic_probs.shape[-1], device=self.device)
         with torch.no_grad():
             q[live] = critic.model(obs[live])
         targets, baseline = control_variate_returns(
-            q, torch.as_tensor(rollout.critic_probs, device=self.device), choice,
-            torch.as_tensor(rollout.critic_rewards, device=self.device))
+            q, to_tensor(rollout.critic_probs, self.device), choice,
+            to_tensor(rollout.critic_rewards, self.device))
         adv = (targets[:, 0] - baseline).cpu().numpy()
         out = dataclasses.replace(rollout, advantages=adv, value_targets=adv + rollout.values)
-        fit = torch.as_tensor(rollout.critic_weight, device=self.device) > 0
-        weight = torch.as_tensor(rollout.critic_weight, device=self.device)[fit]
+        fit = to_tensor(rollout.critic_weight, self.device) > 0
+        weight = to_tensor(rollout.critic_weight, self.device)[fit]
         return out, (obs[fit], choice[fit], targets[fit], weight)
 
     def _fit_critic(self, states: torch.Tensor, choice: torch.Tensor, targets: torch.Tensor,
