@@ -245,9 +245,9 @@ class League:
         """The learners (of ``role``), cached: matchmaking asks at every game's reset."""
         key = ("learners", role)
         if key not in self._cache:
-            self._cache[key] = [p.id for p in self.players.values()
-                                if not p.frozen and (role is None or p.role == role)]
-        return self._cache[key]
+            self._cache[key] = tuple(p.id for p in self.players.values()
+                                     if not p.frozen and (role is None or p.role == role))
+        return list(self._cache[key])  # a copy: a caller's edit cannot reach the cache
 
     def snapshots(self, roles: tuple[str, ...] = ROLES, parent: str | None = None
                   ) -> list[str]:

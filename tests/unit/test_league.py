@@ -232,3 +232,13 @@ def test_rules_validation_and_roles():
     lg = league()
     with pytest.raises(ValueError, match="already"):
         lg.add_learner("main", "main_agent")
+
+
+def test_the_learner_list_follows_the_league_though_it_is_cached():
+    lg = League()
+    lg.add_learner("main", "main_agent")
+    assert lg.learners() == ["main"] and lg.learners("main_exploiter") == []
+    lg.add_learner("mx", "main_exploiter")  # after a cached answer: seen at once
+    assert lg.learners() == ["main", "mx"] and lg.learners("main_exploiter") == ["mx"]
+    snap = lg.snapshot("main", env_steps=10)
+    assert snap not in lg.learners() and lg.learners("main_agent") == ["main"]
