@@ -108,6 +108,10 @@ class LeagueConfig(PPOHyperparams):
     """CPUs Ray reserves for each PolicyLearner actor."""
     num_cpus_per_env_runner: float = 1.0
     """CPUs Ray reserves for each env runner."""
+    overlap_learning: bool = False
+    """On Ray: learners update on the last play's samples while the runners play the
+    next with the weights before that update (one update stale; PPO's ratio is to the
+    policy that played). Off: play, then learn, one after the other."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -129,6 +133,9 @@ class LeagueConfig(PPOHyperparams):
             raise ValueError(f"model.state_critic estimates undiscounted returns (its control "
                              f"variates run over every node of a game); set gamma=1.0 (got "
                              f"{self.gamma}) or turn state_critic off.")
+        if self.overlap_learning and not self.num_env_runners:
+            raise ValueError("overlap_learning overlaps Ray env runners with Ray learners; "
+                             "set num_env_runners >= 1 or turn overlap_learning off.")
         if self.league_eval_interval < 0:
             raise ValueError(f"`league_eval_interval` ({self.league_eval_interval}) must be >= 0.")
         if self.stop_win_rate is not None and not (

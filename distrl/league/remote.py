@@ -104,6 +104,7 @@ class RayPlayers:
         # trainer state as of the last checkpoint (or restore), and its newest env steps.
         self.trainer_states: dict[str, dict[str, Any]] = {}
         self.steps: dict[str, int] = {}
+        self.updating: dict[str, ray.ObjectRef] = {}  # overlap_learning: updates under way
         self.spec = PolicySpec(obs_space, act_space, cfg.model)
         check_resources({"GPU": cfg.num_gpus_for_learners,
                          "CPU": len(ids) * cfg.num_cpus_per_learner
@@ -155,7 +156,13 @@ class RayPlayers:
 
     def play(self, learners: list[str], min_samples: int) -> tuple[list[MatchResult], int]:
         """Every runner plays its share; a runner that dies or hangs is replaced and its
-        share retaken."""
+        share retaken. With overlap_learning the learners first start their update on
+        what the last play left in their replays; train() waits for it."""
+        if self.cfg.overlap_learning:
+            # An idle learner takes its samples as the call arrives, long before a runner
+            # adds this play's (a late take would only add fresher samples to the update).
+            self.updating = {pid: self.learners.get(pid)[0].train.remote(1)
+                             for pid, _, _ in self.learners}
         share = -(-min_samples // self.cfg.num_env_runners)
         # Enough draws for games as short as 4 of a learner's moves.
         draws = self.cfg.num_envs + len(learners) * share // 4
@@ -176,13 +183,15 @@ class RayPlayers:
         results = [r for i in sorted(out) for r in out[i][0]]
         return results, sum(steps for _, steps in out.values())
 
-    def _on_learners(self, call: Callable[[Any], Any], ids: list[str] | None = None
-                     ) -> dict[str, Any]:
-        """``call(learner)`` (a remote call) on each learner, all at once; a learner that
-        died or hung is restarted (_restart) and its call made again; one that lost its
-        replay or the store makes it again once they are back (_heal)."""
+    def _on_learners(self, call: Callable[[Any], Any], ids: list[str] | None = None,
+                     pending: dict[str, ray.ObjectRef] | None = None) -> dict[str, Any]:
+        """``call(learner)`` (a remote call) on each learner, all at once (or the calls
+        already ``pending``); a learner that died or hung is restarted (_restart) and its
+        call made again; one that lost its replay or the store makes it again once they
+        are back (_heal)."""
         ids = [pid for pid, _, _ in self.learners] if ids is None else ids
-        pending = {pid: call(self.learners.get(pid)[0]) for pid in ids}
+        if pending is None:
+            pending = {pid: call(self.learners.get(pid)[0]) for pid in ids}
         out: dict[str, Any] = {}
         while pending:
             retry = {}
@@ -228,8 +237,11 @@ class RayPlayers:
         return learner
 
     def train(self) -> dict[str, dict[str, float]]:
-        """Every learner trains on what its replay received, all at once."""
-        out = self._on_learners(lambda learner: learner.train.remote(1))
+        """Every learner trains on what its replay received, all at once (overlap_learning:
+        the updates play() started, on the play before it)."""
+        updating, self.updating = self.updating, {}
+        out = self._on_learners(lambda learner: learner.train.remote(1),
+                                pending=updating or None)
         return {pid: m for pid, m in out.items() if m is not None}
 
     def env_steps(self) -> dict[str, int]:
@@ -267,7 +279,12 @@ class RayPlayers:
         return bool(lost)
 
     def reset(self, pid: str) -> None:
+        """Fresh weights (overlap_learning: the samples the old ones played that no update
+        took yet are dropped)."""
         self._on_learners(lambda learner: learner.reset.remote(), [pid])
+        if self.cfg.overlap_learning:
+            self._heal()  # a replaced replay holds none
+            self._get(self.learners.get(pid)[1].drop.remote(pid))
 
     def acting(self) -> StoreView:
         self._heal()
@@ -302,7 +319,10 @@ class RayPlayers:
 
     def get_state(self) -> dict[str, Any]:
         """Every policy's weights (snapshots from the store); the learners' optimizer,
-        KL coefficient and steps."""
+        KL coefficient and steps. With overlap_learning the learners first train on the
+        samples the last play left (or a resumed run would never learn from them)."""
+        if self.cfg.overlap_learning:
+            self.train()
         trainers = self._on_learners(lambda learner: learner.get_state.remote())
         weights = {pid: t.pop("model") for pid, t in trainers.items()}
         self.trainer_states = dict(trainers)

@@ -306,3 +306,40 @@ def test_a_lost_policy_store_and_replay_actor_are_rebuilt(ray_local, tmp_path):
             league_run.iterate()
     finally:
         league_run.close()
+
+
+def test_overlapped_learners_train_on_the_last_play_while_the_runners_play(ray_local, tmp_path):
+    """overlap_learning: each update takes the samples the play before it left, while the
+    runners play the next batch; a checkpoint first trains on what is left, a reset
+    drops its learner's untaken samples, and a learner that dies mid-update is restarted
+    without losing the samples it never took."""
+    from dataclasses import replace
+
+    from distrl.league.train import start_league
+
+    league_run = start_league(replace(CONFIG, overlap_learning=True, league_eval_interval=0),
+                              RunConfig(env=GAME, logdir=str(tmp_path), progress=False,
+                                        max_restarts=1))
+    players = league_run.players
+    replay = players.learners.get("main_0")[1]
+    try:
+        first = league_run.iterate()
+        assert not any(k.startswith("learner/") for k in first)  # nothing to take yet
+        assert set(players.env_steps().values()) == {0}
+        second = league_run.iterate()  # trains on the first play's samples
+        trained = players.env_steps()["main_0"]
+        assert trained == second["learner/main_0/samples"] > 0
+        players.get_state()  # the second play's samples are trained before saving
+        assert players.env_steps()["main_0"] > trained
+        assert ray.get(replay.take.remote("main_0", 1)) is None
+        league_run.iterate()  # its play leaves main_0 samples behind
+        players.reset("main_0")  # and they go with the weights that played them
+        assert ray.get(replay.take.remote("main_0", 1)) is None
+        league_run.iterate()
+        steps = players.env_steps()["main_0"]
+        kill(players.learners.get("main_0")[0])
+        third = league_run.iterate()  # the update on the dead learner is made again
+        assert third["faults/restarts/league_learners"] == 1
+        assert players.env_steps()["main_0"] > steps
+    finally:
+        league_run.close()

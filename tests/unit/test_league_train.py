@@ -114,6 +114,9 @@ def test_league_refuses_single_agent_evaluation_and_bad_counts(tmp_path):
         LeagueConfig(num_env_runners=-1)
     with pytest.raises(ValueError, match="stop_win_rate"):
         LeagueConfig(league_eval_interval=0, stop_win_rate=0.9)
+    with pytest.raises(ValueError, match="set num_env_runners >= 1 or turn overlap_learning"):
+        LeagueConfig(overlap_learning=True)
+    assert LeagueConfig(overlap_learning=True, num_env_runners=1).overlap_learning
 
 
 def test_league_logs_the_nash_conv_of_its_average_policy_on_kuhn(tmp_path):
