@@ -311,8 +311,8 @@ def test_a_lost_policy_store_and_replay_actor_are_rebuilt(ray_local, tmp_path):
 def test_overlapped_learners_train_on_the_last_play_while_the_runners_play(ray_local, tmp_path):
     """overlap_learning: each update takes the samples the play before it left, while the
     runners play the next batch; a checkpoint first trains on what is left, a reset
-    drops its learner's untaken samples, and a learner that dies mid-update is restarted
-    without losing the samples it never took."""
+    drops its learner's untaken samples, and a learner that died before its update is
+    restarted and trains on what its replay holds."""
     from dataclasses import replace
 
     from distrl.league.train import start_league
@@ -338,7 +338,7 @@ def test_overlapped_learners_train_on_the_last_play_while_the_runners_play(ray_l
         league_run.iterate()
         steps = players.env_steps()["main_0"]
         kill(players.learners.get("main_0")[0])
-        third = league_run.iterate()  # the update on the dead learner is made again
+        third = league_run.iterate()  # the update sent to the dead learner is made again
         assert third["faults/restarts/league_learners"] == 1
         assert players.env_steps()["main_0"] > steps
     finally:
