@@ -15,18 +15,17 @@ used as a control variate at every later node, so the advantages stay unbiased a
 most of the cards' and the later moves' luck; 64 x 64: 20% more moves than 128 x 128,
 and the policy ended alike); advantages in chips (standardising by the batch's spread,
 which the critic shrinks, would weigh the policy term up against the magnet and the
-bonus), so the magnet coefficient (0.7) and the entropy bonus (0.35 -> 0.105 over 24.4M
+bonus), so the magnet coefficient (0.7) and the entropy bonus (0.35 -> 0.105 over 20.3M
 moves) are the exact dynamics' 0.2 and the earlier bench's 0.1 -> 0.03 times 3.5, the
 Monte Carlo advantages' spread; magnet phases that lengthen by 10% each; poker's
-undiscounted returns (gamma = 1); a learning rate decaying 1e-3 -> 2e-4 at 3.05M moves ->
-2e-5 at 10.67M -> 5e-6 at 16.76M (the last step damps the policy's jumps between
+undiscounted returns (gamma = 1); a learning rate decaying 1e-3 -> 2e-4 at 2.54M moves ->
+2e-5 at 8.89M -> 5e-6 at 13.97M (the last step damps the policy's jumps between
 evaluations); evaluations every 16 iterations; and the average policy over the last 16
 evaluations. The games run on two Ray match runners (num_env_runners=2: both cores,
-1.27x the moves of one process on this machine) while the learner updates on the last
-batch (overlap_learning: one update stale, 1.2x the moves again), so every schedule in
-moves (learning rate, entropy bonus, magnet phases) is the one-process schedule it was
-tuned as, times 1.52: the same schedule in wall time, with more samples in each phase.
-docs/benchmarks.md has the trials.
+1.27x the moves of one process on this machine), so every schedule in moves (learning
+rate, entropy bonus, magnet phases) is the one-process schedule it was tuned as, times
+1.27: the same schedule in wall time, with more samples in each phase. docs/benchmarks.md
+has the trials.
 """
 
 from __future__ import annotations
@@ -38,14 +37,14 @@ from distrl import LeagueConfig, LeagueRules, Magnet, ModelConfig
 CONFIG = LeagueConfig(
     rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0,
                       self_play_prob=1.0, exploiter_check_prob=0.0),
-    magnet=Magnet(coeff=0.7, update_steps=152_000, update_growth=1.1, counterfactual=True,
+    magnet=Magnet(coeff=0.7, update_steps=127_000, update_growth=1.1, counterfactual=True,
                   regulariser="visits"),
     model=ModelConfig(hiddens=(128, 128), vf_hiddens=(64, 64), state_critic=True),
     gamma=1.0, lambda_=1.0,
     train_batch_size=4096, minibatch_size=1024, num_epochs=4,
-    lr_schedule=((0, 1e-3), (3_050_000, 2e-4), (10_670_000, 2e-5), (16_760_000, 5e-6)),
-    entropy_coeff=((0, 0.35), (24_380_000, 0.105)), advantage_normalization="none",
-    use_kl_loss=False, num_envs=64, num_env_runners=2, overlap_learning=True,
+    lr_schedule=((0, 1e-3), (2_540_000, 2e-4), (8_890_000, 2e-5), (13_970_000, 5e-6)),
+    entropy_coeff=((0, 0.35), (20_320_000, 0.105)), advantage_normalization="none",
+    use_kl_loss=False, num_envs=64, num_env_runners=2,
     league_eval_interval=16, league_eval_games=20, league_eval_average_window=16)
 
 if __name__ == "__main__":
