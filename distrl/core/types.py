@@ -114,8 +114,6 @@ class PPOBatch:
     # and of the magnet and entropy terms.
     pg_weights: torch.Tensor | None = None  # [B]
     reg_weights: torch.Tensor | None = None  # [B]
-    # Every move's advantage (ModelConfig.critic_all_moves), scaled as ``advantages``.
-    move_advantages: torch.Tensor | None = None  # [B, n]
 
     @staticmethod
     def from_rollout(r: Rollout, device: torch.device | str = "cpu",

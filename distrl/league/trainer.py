@@ -72,12 +72,8 @@ class PolicyTrainer:
         self.env_steps += rollout.size
         self.learner.set_lr(cfg.lr_at(self.env_steps))
         if rollout.critic_obs is not None:
-            rollout, moves, critic_data = self._critic_advantages(rollout)
-        adv = rollout.advantages
-        mean, std = cfg.advantage_stats() or (float(adv.mean()), float(adv.std()))
-        batch = PPOBatch.from_rollout(rollout, self.device, (mean, std))
-        if rollout.critic_obs is not None and cfg.model.critic_all_moves:
-            batch.move_advantages = (moves - mean) / (std + 1e-8)
+            rollout, critic_data = self._critic_advantages(rollout)
+        batch = PPOBatch.from_rollout(rollout, self.device, cfg.advantage_stats())
         if self.magnet is not None:
             batch.magnet_dist_inputs = self._magnet_inputs(batch)
         if self.magnet_cfg.counterfactual:
@@ -97,12 +93,10 @@ class PolicyTrainer:
             metrics["critic_loss"] = self._fit_critic(*critic_data, rollout.size, generator)
         return metrics
 
-    def _critic_advantages(self, rollout: Rollout
-                           ) -> tuple[Rollout, torch.Tensor, tuple[torch.Tensor, ...]]:
+    def _critic_advantages(self, rollout: Rollout) -> tuple[Rollout, tuple[torch.Tensor, ...]]:
         """The rollout with the state critic's control-variate advantages
-        (control_variate_returns), every move's advantage (all_move_advantages) and the
-        critic's training data: every node's (state, choice, target, weight), each node
-        once (Rollout.critic_weight)."""
+        (control_variate_returns), and its training data: every node's (state, choice,
+        target, weight), each node once (Rollout.critic_weight)."""
         obs = to_tensor(rollout.critic_obs, self.device)
         choice = to_tensor(rollout.critic_choice, self.device)
         live = choice >= 0
@@ -115,11 +109,9 @@ class PolicyTrainer:
             to_tensor(rollout.critic_rewards, self.device))
         adv = (targets[:, 0] - baseline).cpu().numpy()
         out = dataclasses.replace(rollout, advantages=adv, value_targets=adv + rollout.values)
-        moves = all_move_advantages(q[:, 0], to_tensor(rollout.critic_probs[:, 0], self.device),
-                                    choice[:, 0], targets[:, 0], rollout.dist_inputs.shape[-1])
         fit = to_tensor(rollout.critic_weight, self.device) > 0
         weight = to_tensor(rollout.critic_weight, self.device)[fit]
-        return out, moves, (obs[fit], choice[fit], targets[fit], weight)
+        return out, (obs[fit], choice[fit], targets[fit], weight)
 
     def _fit_critic(self, states: torch.Tensor, choice: torch.Tensor, targets: torch.Tensor,
                     weight: torch.Tensor, rows: int, generator: torch.Generator | None
@@ -213,21 +205,6 @@ def control_variate_returns(q: torch.Tensor, probs: torch.Tensor, choice: torch.
         targets[:, n] = torch.where(live[:, n], rewards[:, n] + u, 0.0)
         u = torch.where(live[:, n], values[:, n] + targets[:, n] - chosen[:, n], 0.0)
     return targets, values[:, 0]
-
-
-def all_move_advantages(q: torch.Tensor, probs: torch.Tensor, choice: torch.Tensor,
-                        target: torch.Tensor, n: int) -> torch.Tensor:
-    """[B, n] each move's advantage at the rows' own nodes, from the critic's values q
-    [B, K] there, the sampling policy's probs [B, K], the chosen moves [B] and their
-    targets [B] (control_variate_returns): the critic's value of every move, plus
-    (target - q) / probability for the chosen one, less the baseline sum_a probs(a) q(a).
-    Move b is drawn with probability p(b), so its correction averages to E[target | b]
-    - q(b) over the draw: every move's estimate is unbiased whatever the critic
-    (VR-MCCFR's baseline-corrected values, Schmid et al. 2019)."""
-    rows = torch.arange(len(choice), device=q.device)
-    values = q.clone()
-    values[rows, choice] += (target - q[rows, choice]) / probs[rows, choice]
-    return values[:, :n] - (probs * q).sum(-1, keepdim=True)
 
 
 def visit_weights(obs: np.ndarray, device: torch.device) -> torch.Tensor:

@@ -49,12 +49,6 @@ class ModelConfig:
     (league.trainer.control_variate_returns): the advantages stay unbiased and lose the
     noise of the others' and chance's moves. Needs gamma = 1; the policy still sees its
     observation only."""
-    critic_all_moves: bool = False
-    """With state_critic: the policy term takes every legal move's advantage, not the
-    chosen move's alone (PPO's clipped surrogate in expectation over the sampling
-    policy; league.trainer.all_move_advantages), so the seat's own draw of its move adds
-    no noise. Each move's value is the critic's, the chosen one's corrected by its
-    unbiased target over its probability: unbiased whatever the critic."""
 
     use_lstm: bool = False
     """An LSTM core between the encoder (conv stack and hiddens) and the heads, for
@@ -81,9 +75,6 @@ class ModelConfig:
                                              for f in self.conv_filters)):
             raise ValueError(f"`conv_filters` {self.conv_filters} must be (out_channels, "
                              "kernel, stride) triples of positive ints, e.g. ((16, 8, 4),).")
-        if self.critic_all_moves and not self.state_critic:
-            raise ValueError("critic_all_moves takes every move's value from the state "
-                             "critic: turn state_critic on or critic_all_moves off.")
         if self.state_critic and self.use_lstm:
             raise ValueError("state_critic is a feed-forward value function: turn use_lstm "
                              "or state_critic off.")

@@ -26,11 +26,10 @@ def ppo_loss(
     magnet_coeff: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Total loss and its parts (detached) for one minibatch."""
-    if batch.move_advantages is None:
-        logp = dist.log_prob(dist_inputs, batch.actions)
-        surrogate = _clipped(torch.exp(logp - batch.logp), batch.advantages, cfg.clip_param)
-    else:
-        surrogate = _all_moves_surrogate(dist_inputs, batch, cfg.clip_param)
+    logp = dist.log_prob(dist_inputs, batch.actions)
+    ratio = torch.exp(logp - batch.logp)
+    adv = batch.advantages
+    surrogate = torch.min(adv * ratio, adv * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param))
     policy_loss = -_weighted_mean(batch.pg_weights)(surrogate)
     reg_mean = _weighted_mean(batch.reg_weights)  # the magnet's and entropy's terms
     entropy = reg_mean(dist.entropy(dist_inputs))
@@ -49,19 +48,6 @@ def ppo_loss(
         parts["magnet_kl"] = reg_mean(dist.kl(dist_inputs, batch.magnet_dist_inputs))
         loss = loss + magnet_coeff * parts["magnet_kl"]
     return loss, {k: v.detach() for k, v in parts.items()}
-
-
-def _clipped(ratio: torch.Tensor, adv: torch.Tensor, clip: float) -> torch.Tensor:
-    return torch.min(adv * ratio, adv * ratio.clamp(1 - clip, 1 + clip))
-
-
-def _all_moves_surrogate(logits: torch.Tensor, batch: PPOBatch, clip: float) -> torch.Tensor:
-    """[B] the clipped surrogate of every legal move, weighted by its probability under
-    the sampling policy: the expectation of the one-move surrogate over the move drawn."""
-    old = torch.log_softmax(mask_logits(batch.dist_inputs, batch.action_mask), -1)
-    ratio = torch.exp(torch.log_softmax(logits, -1) - old)
-    terms = old.exp() * _clipped(ratio, batch.move_advantages, clip)
-    return torch.where(old.exp() > 0, terms, 0.0).sum(-1)  # illegal moves: no term
 
 
 def _weighted_mean(weights: torch.Tensor | None) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -116,10 +102,7 @@ def ppo_update(
             mb, dist_inputs, values = _forward(model, batch, idx, cfg.vf_loss_coeff > 0)
             if cfg.advantage_normalization == "minibatch" and len(mb) > 1:
                 adv = mb.advantages
-                mean, std = adv.mean(), adv.std() + 1e-8
-                mb.advantages = (adv - mean) / std
-                if mb.move_advantages is not None:
-                    mb.move_advantages = (mb.move_advantages - mean) / std
+                mb.advantages = (adv - adv.mean()) / (adv.std() + 1e-8)
             dist_inputs = mask_logits(dist_inputs, mb.action_mask)
             loss, parts = ppo_loss(dist_inputs, values, mb, cfg, model.dist, kl_coeff,
                                    entropy_coeff, magnet_coeff)

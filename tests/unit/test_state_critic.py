@@ -12,11 +12,7 @@ from distrl import LeagueConfig, ModelConfig, PPOConfig  # noqa: E402
 from distrl.league.games import make_multiagent_env, policy_obs_space  # noqa: E402
 from distrl.league.matches import MatchLoop  # noqa: E402
 from distrl.league.policies import LocalPolicy, RandomPolicy  # noqa: E402
-from distrl.league.trainer import (  # noqa: E402
-    PolicyTrainer,
-    all_move_advantages,
-    control_variate_returns,
-)
+from distrl.league.trainer import PolicyTrainer, control_variate_returns  # noqa: E402
 from distrl.models.actor_critic import ActorCritic  # noqa: E402
 
 SIZES = {"kuhn_poker": 11, "leduc_poker": 30}  # information-state tensors
@@ -194,16 +190,11 @@ def test_with_the_exact_critic_each_advantage_is_the_moves_exact_advantage():
     trainer = PolicyTrainer(*spaces("leduc_poker"), CONFIG)
     r = self_play("leduc_poker", RandomPolicy(3), 2000, seed=4).rollouts["A"]
     trainer._state_critic(r.critic_obs.shape[-1], r.critic_probs.shape[-1]).model = Lookup(table)
-    out, moves, _ = trainer._critic_advantages(r)
+    out, _ = trainer._critic_advantages(r)
     first = [table[s.tobytes()] for s in r.critic_obs[:, 0]]
     expected = [q[a] - q[r.critic_probs[k, 0] > 0].mean() for k, (q, a)
                 in enumerate(zip(first, r.actions, strict=True))]
     np.testing.assert_allclose(out.advantages, expected, rtol=1e-5, atol=1e-5)
-    # Every legal move's advantage is exact too (the chosen move's correction is 0).
-    legal = r.action_mask.astype(bool)
-    every = [q[:3] - q[:3][m].mean() for q, m in zip(first, legal, strict=True)]
-    np.testing.assert_allclose(moves.numpy()[legal], np.stack(every)[legal], rtol=1e-5,
-                               atol=1e-5)
     monte_carlo = r.critic_rewards.sum(1)
     assert np.abs(monte_carlo - np.array(expected)).mean() > 1.0
 
@@ -254,77 +245,7 @@ def test_the_critic_resumes_from_a_checkpoint_and_bad_setups_are_refused():
         PPOConfig(model=ModelConfig(state_critic=True))
     with pytest.raises(ValueError, match="use_lstm"):
         ModelConfig(state_critic=True, use_lstm=True)
-    with pytest.raises(ValueError, match="turn state_critic on or critic_all_moves off"):
-        ModelConfig(critic_all_moves=True)
     with pytest.raises(ValueError, match=r"gamma=1\.0"):
         LeagueConfig(model=ModelConfig(state_critic=True), gamma=0.99)
     with pytest.raises(ValueError, match="no critic_state"):
         MatchLoop([object()], lambda i: {}, seed=0, critic_states=True)
-
-
-def test_every_moves_advantage_is_unbiased_over_the_draw_of_the_move():
-    # One node, three legal moves of a four-outcome critic: the mover draws move c with
-    # probability p(c), and its target is Q(c) plus noise of mean 0. Over the draw, each
-    # move's estimate averages to Q(b) - sum_a p(a) q(a) whatever the critic q says.
-    q = torch.tensor([[0.5, -1.0, 2.0, 7.0]])
-    p = torch.tensor([[0.2, 0.5, 0.3, 0.0]])
-    true_q = torch.tensor([1.0, -2.0, 0.5])
-    mean = torch.zeros(3)
-    for c in range(3):
-        for noise in (-0.7, 0.7):
-            target = true_q[c:c + 1] + noise
-            est = all_move_advantages(q, p, torch.tensor([c]), target, 3)[0]
-            mean += 0.5 * p[0, c] * est
-    baseline = (p * q).sum()
-    torch.testing.assert_close(mean, true_q - baseline)
-    # The chosen move by hand: q + (target - q) / p - baseline.
-    est = all_move_advantages(q, p, torch.tensor([1]), torch.tensor([3.0]), 3)[0]
-    torch.testing.assert_close(est, torch.tensor([0.5, -1.0 + 4.0 / 0.5, 2.0]) - baseline)
-
-
-def test_the_all_moves_surrogate_is_the_expected_one_move_surrogate():
-    from distrl.core.types import PPOBatch
-    from distrl.ppo.loss import _all_moves_surrogate, _clipped
-
-    torch.manual_seed(0)
-    old = torch.randn(5, 3)
-    mask = torch.tensor([[1, 1, 1], [1, 0, 1], [1, 1, 0], [0, 1, 1], [1, 1, 1]], dtype=bool)
-    adv = torch.randn(5, 3)
-    adv[~mask] = 1e6  # an illegal move's advantage carries no weight
-    batch = PPOBatch(*(torch.zeros(5),) * 3, old, *(torch.zeros(5),) * 3, action_mask=mask,
-                     move_advantages=adv)
-    new = (old + 0.3 * torch.randn(5, 3)).requires_grad_(True)
-    masked = lambda x: x.masked_fill(~mask, -1e9)  # noqa: E731
-    got = _all_moves_surrogate(masked(new), batch, 0.2)
-    p_old, p_new = torch.softmax(masked(old), -1), torch.softmax(masked(new), -1)
-    naive = [sum(p_old[i, a] * _clipped(p_new[i, a] / p_old[i, a], adv[i, a], 0.2)
-                 for a in range(3) if mask[i, a]) for i in range(5)]
-    torch.testing.assert_close(got, torch.stack(naive))
-    # Unclipped (at the sampling policy) its gradient is sum_a grad p(a) A(a).
-    at_old = old.clone().requires_grad_(True)
-    _all_moves_surrogate(masked(at_old), batch, 0.2).sum().backward()
-    ref = old.clone().requires_grad_(True)
-    (torch.softmax(masked(ref), -1) * adv.masked_fill(~mask, 0)).sum().backward()
-    torch.testing.assert_close(at_old.grad, ref.grad)
-
-
-def test_a_learner_with_every_moves_advantage_trains_on_kuhn(monkeypatch):
-    from dataclasses import replace
-
-    from distrl.league import trainer as module
-
-    torch.manual_seed(0)
-    cfg = replace(CONFIG, model=ModelConfig(hiddens=(32, 32), state_critic=True,
-                                            critic_all_moves=True))
-    trainer = PolicyTrainer(*spaces("kuhn_poker"), cfg)
-    r = self_play("kuhn_poker", RandomPolicy(2), 512, seed=5).rollouts["A"]
-    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
-    batches = []
-    update = module.ppo_update
-    monkeypatch.setattr(module, "ppo_update", lambda _, b, *a, **k: batches.append(b)
-                        or update(_, b, *a, **k))
-    metrics = trainer.update(r)
-    moves = batches[0].move_advantages  # both Kuhn moves of every row, in chips
-    assert moves.shape == (r.size, 2) and moves.abs().max() > 0.5
-    assert np.isfinite(metrics["policy_loss"]) and metrics["critic_loss"] > 0
-    assert any(not torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
