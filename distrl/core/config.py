@@ -72,7 +72,9 @@ class RunConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Learner device; auto picks CUDA when available."""
     num_torch_threads: int = 1
-    """Torch intra-op threads of the learner (small nets run fastest on one)."""
+    """Torch intra-op threads of the learner: the driver's, or each league learner
+    actor's (small nets run fastest on one; a league's learners update while its
+    runners wait, so two use both cores of a two-core machine)."""
     max_restarts: int = 3
     """Replacements of a dead or hung actor of any kind (runner, worker, learner, replay,
     policy store) per slot before the run stops with the actor's last error."""

@@ -114,7 +114,8 @@ class RayPlayers:
                          "CPU": "--num-cpus-per-learner or --num-env-runners"})
         self.learners = DistributedLearners(cfg, len(ids), cfg.num_learner_shards,
                                             cfg.num_gpus_for_learners, cfg.num_cpus_per_learner,
-                                            run.seed, cfg.magnet, run.actor_timeout_s)
+                                            run.seed, cfg.magnet, run.actor_timeout_s,
+                                            run.num_torch_threads)
         try:  # a failed start leaves no learners, replays or store behind
             for pid in ids:
                 self.learners.add_policy(pid, obs_space, act_space)

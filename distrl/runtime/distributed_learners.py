@@ -65,8 +65,8 @@ class PolicyLearner:
 
     def __init__(self, policy_id: str, obs_space: gym.Space, act_space: gym.Space,
                  config: PPOHyperparams, replay: Any, head: Any, seed: int,
-                 magnet: Magnet):
-        torch.set_num_threads(1)
+                 magnet: Magnet, torch_threads: int = 1):
+        torch.set_num_threads(torch_threads)
         self.generator = torch.Generator().manual_seed(seed)  # minibatch shuffles
         self.policy_id, self.replay, self.head = policy_id, replay, head
         # A learner given a share of a GPU (DistributedLearners' num_gpus) trains on it.
@@ -135,7 +135,9 @@ class DistributedLearners:
     Shards: ``num_shards`` or, as in the seed, min(num_gpus or max_policies,
     max_policies); each holds ceil(max_policies / shards) learners and its GPUs split
     evenly among them (fractions allowed); shards go round-robin over the cluster's
-    nodes. ``cpus_per_learner`` is what Ray reserves for each learner. Each learner's
+    nodes. ``cpus_per_learner`` is what Ray reserves for each learner, ``torch_threads``
+    its torch intra-op threads (more than one pays where the learners update while
+    runners wait, as a league without overlap_learning does). Each learner's
     weights and shuffles are seeded from ``seed`` and its policy id, so a run repeats
     whatever order policies are added in. Every wait ends within ``timeout_s``; a
     request the cluster cannot hold at all is refused before anything starts.
@@ -143,13 +145,14 @@ class DistributedLearners:
 
     def __init__(self, config: PPOHyperparams, max_policies: int, num_shards: int | None = None,
                  num_gpus: float = 0.0, cpus_per_learner: float = 1.0, seed: int = 0,
-                 magnet: Magnet | None = None, timeout_s: float = 600.0):
+                 magnet: Magnet | None = None, timeout_s: float = 600.0,
+                 torch_threads: int = 1):
         if max_policies <= 0:
             raise ValueError(f"`max_policies` ({max_policies}) must be > 0.")
         check_resources({"GPU": num_gpus, "CPU": cpus_per_learner * max_policies},
                         f"{max_policies} learners")
         self.config, self.cpus_per_learner, self.seed = config, cpus_per_learner, seed
-        self.timeout_s = timeout_s
+        self.timeout_s, self.torch_threads = timeout_s, torch_threads
         self.spaces: dict[str, tuple[gym.Space, gym.Space]] = {}
         self.magnet = magnet or Magnet()  # off
         shards = num_shards or min(int(num_gpus) or max_policies, max_policies)
@@ -202,7 +205,7 @@ class DistributedLearners:
             num_cpus=self.cpus_per_learner, num_gpus=self.gpus_per_policy,
             scheduling_strategy=NodeAffinitySchedulingStrategy(shard.node_id, soft=False),
         ).remote(policy_id, *self.spaces[policy_id], self.config, shard.replay, self.head,
-                 learner_seed(self.seed, policy_id), self.magnet)
+                 learner_seed(self.seed, policy_id), self.magnet, self.torch_threads)
         try:  # started (and published) before use
             ray.get(learner.node_id.remote(), timeout=self.timeout_s)
         except ray.exceptions.GetTimeoutError:

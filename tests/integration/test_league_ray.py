@@ -250,14 +250,21 @@ def kill(actor) -> None:
     raise AssertionError("the killed actor still answers after 30 s")
 
 
+def learner_threads(players) -> int:
+    learner = players.learners.get("main_0")[0]
+    return ray.get(learner.__ray_call__.remote(lambda _: torch.get_num_threads()))
+
+
 def test_a_dead_league_learner_is_restarted_from_its_published_weights(ray_local, tmp_path):
     from distrl.league.train import start_league
 
     league_run = start_league(CONFIG, RunConfig(env=GAME, logdir=str(tmp_path),
-                                                progress=False, max_restarts=1))
+                                                progress=False, max_restarts=1,
+                                                num_torch_threads=2))
     try:
         league_run.iterate()
         players = league_run.players
+        assert learner_threads(players) == 2  # the run's num_torch_threads, not one
         before = players.module("main_0").state_dict()
         steps = players.env_steps()["main_0"]
         kill(players.learners.get("main_0")[0])
@@ -266,6 +273,7 @@ def test_a_dead_league_learner_is_restarted_from_its_published_weights(ray_local
             torch.testing.assert_close(v, before[k], rtol=0, atol=0)
         metrics = league_run.iterate()  # and the league goes on
         assert metrics["faults/restarts/league_learners"] == 1
+        assert learner_threads(players) == 2
         assert players.env_steps()["main_0"] > steps
         kill(players.learners.get("main_0")[0])
         with pytest.raises(RuntimeError, match="already restarted 1 times"):
@@ -282,10 +290,12 @@ def test_a_lost_policy_store_and_replay_actor_are_rebuilt(ray_local, tmp_path):
     from distrl.league.train import start_league
 
     league_run = start_league(CONFIG, RunConfig(env=GAME, logdir=str(tmp_path),
-                                                progress=False, max_restarts=1))
+                                                progress=False, max_restarts=1,
+                                                num_torch_threads=2))
     try:
         league_run.iterate()
         players = league_run.players
+        assert learner_threads(players) == 2  # the run's num_torch_threads, not one
         players.freeze("main_0", "probe")
         probe = players.module("probe").state_dict()
         steps = players.env_steps()
