@@ -25,7 +25,7 @@ from typing import Any
 OUT = Path(__file__).parent / "out"
 
 
-def run_distrl(game: str, config: Any, seconds: float, seed: int
+def run_distrl(game: str, config: Any, seconds: float, seed: int, torch_threads: int = 1
                ) -> dict[str, list[tuple[float, float]]]:
     """{"policy": (seconds, NashConv of main_0) at each of the league's evaluations,
     "average": the same for its average policy (league_eval_average_window)}."""
@@ -35,7 +35,8 @@ def run_distrl(game: str, config: Any, seconds: float, seed: int
     shutil.rmtree(logdir, ignore_errors=True)
     train_league(config, RunConfig(env=f"openspiel:{game}", seed=seed,
                                    max_env_steps=10**9, max_time_s=seconds,
-                                   logdir=str(logdir), progress=False))
+                                   logdir=str(logdir), progress=False,
+                                   num_torch_threads=torch_threads))
     curves: dict[str, list[tuple[float, float]]] = {"policy": [], "average": []}
     for line in (logdir / "metrics.jsonl").read_text().splitlines():
         row = json.loads(line)
@@ -68,14 +69,14 @@ def first_below(curve: list[tuple[float, float]], level: float) -> float | None:
 
 
 def main(game: str, config: Any, seconds: float, levels: tuple[float, ...],
-         cfr_seconds: float) -> None:
+         cfr_seconds: float, torch_threads: int = 1) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=seconds)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cfr-seconds", type=float, default=cfr_seconds)
     args = ap.parse_args()
     OUT.mkdir(exist_ok=True)
-    curves = run_distrl(game, config, args.seconds, args.seed)
+    curves = run_distrl(game, config, args.seconds, args.seed, torch_threads)
     cfr_curve = run_cfr_plus(game, args.cfr_seconds)
     (OUT / f"league_{game}.json").write_text(json.dumps({**curves, "cfr": cfr_curve}))
     out = {"game": game, "seconds": args.seconds, "seed": args.seed,

@@ -37,15 +37,16 @@ from distrl import LeagueConfig, LeagueRules, Magnet, ModelConfig
 CONFIG = LeagueConfig(
     rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0,
                       self_play_prob=1.0, exploiter_check_prob=0.0),
-    magnet=Magnet(coeff=0.7, update_steps=127_000, update_growth=1.1, counterfactual=True,
+    magnet=Magnet(coeff=0.7, update_steps=144_000, update_growth=1.1, counterfactual=True,
                   regulariser="visits"),
     model=ModelConfig(hiddens=(128, 128), vf_hiddens=(64, 64), state_critic=True),
     gamma=1.0, lambda_=1.0,
     train_batch_size=4096, minibatch_size=1024, num_epochs=4,
-    lr_schedule=((0, 1e-3), (2_540_000, 2e-4), (8_890_000, 2e-5), (13_970_000, 5e-6)),
-    entropy_coeff=((0, 0.35), (20_320_000, 0.105)), advantage_normalization="none",
+    lr_schedule=((0, 1e-3), (2_880_000, 2e-4), (10_080_000, 2e-5), (15_840_000, 5e-6)),
+    entropy_coeff=((0, 0.35), (23_040_000, 0.105)), advantage_normalization="none",
     use_kl_loss=False, num_envs=64, num_env_runners=2,
     league_eval_interval=16, league_eval_games=20, league_eval_average_window=16)
 
 if __name__ == "__main__":
-    main("leduc_poker", CONFIG, seconds=1800.0, levels=(1.0, 0.5, 0.2), cfr_seconds=30.0)
+    main("leduc_poker", CONFIG, seconds=1800.0, levels=(1.0, 0.5, 0.2), cfr_seconds=30.0,
+         torch_threads=2)
