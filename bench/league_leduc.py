@@ -15,16 +15,17 @@ used as a control variate at every later node, so the advantages stay unbiased a
 most of the cards' and the later moves' luck; 64 x 64: 20% more moves than 128 x 128,
 and the policy ended alike); advantages in chips (standardising by the batch's spread,
 which the critic shrinks, would weigh the policy term up against the magnet and the
-bonus), so the magnet coefficient (0.7) and the entropy bonus (0.35 -> 0.105 over 20.3M
+bonus), so the magnet coefficient (0.7) and the entropy bonus (0.35 -> 0.105 over 23.0M
 moves) are the exact dynamics' 0.2 and the earlier bench's 0.1 -> 0.03 times 3.5, the
 Monte Carlo advantages' spread; magnet phases that lengthen by 10% each; poker's
-undiscounted returns (gamma = 1); a learning rate decaying 1e-3 -> 2e-4 at 2.54M moves ->
-2e-5 at 8.89M -> 5e-6 at 13.97M (the last step damps the policy's jumps between
+undiscounted returns (gamma = 1); a learning rate decaying 1e-3 -> 2e-4 at 2.88M moves ->
+2e-5 at 10.08M -> 5e-6 at 15.84M (the last step damps the policy's jumps between
 evaluations); evaluations every 16 iterations; and the average policy over the last 16
 evaluations. The games run on two Ray match runners (num_env_runners=2: both cores,
-1.27x the moves of one process on this machine), so every schedule in moves (learning
-rate, entropy bonus, magnet phases) is the one-process schedule it was tuned as, times
-1.27: the same schedule in wall time, with more samples in each phase. docs/benchmarks.md
+1.27x the moves of one process on this machine) and the learner updates on two torch
+threads while they wait (1.13x more), so every schedule in moves (learning rate,
+entropy bonus, magnet phases) is the one-process schedule it was tuned as, times 1.44:
+the same schedule in wall time, with more samples in each phase. docs/benchmarks.md
 has the trials.
 """
 
