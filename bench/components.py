@@ -138,7 +138,7 @@ def multiagent_stepper(env, steps: int, seed: int) -> Callable[[], None]:
 
 
 def env_steps(budget: Budget, repeats: int) -> Figures:
-    from distrl.league.games import make_multiagent_env
+    from distrl.games.games import make_multiagent_env
 
     out: Figures = {}
     cartpole = gym.make(CARTPOLE)
@@ -294,7 +294,7 @@ def atari_replay_bytes(capacity: int = 10_000) -> Figures:
 def build_models() -> tuple[dict[str, torch.nn.Module], dict[str, gym.Space]]:
     """The measured networks (each with its algorithm's default ModelConfig; atari_ac_tuned:
     distrl.tuned's PPO Atari entry) and their observation spaces."""
-    from distrl.league.games import make_multiagent_env, policy_obs_space
+    from distrl.games.games import make_multiagent_env, policy_obs_space
     from distrl.tuned import tuned
 
     cp_obs, cp_act = cartpole_spaces()

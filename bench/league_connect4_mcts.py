@@ -68,7 +68,7 @@ def train(algo: str, config: Any, seed: int, seconds: float, name: str
 def ladder(checkpoint: str, seed: int, opening_moves: int, games: int,
            bots: list[str]) -> dict[str, Any]:
     from distrl.core.checkpoint import Checkpoint
-    from distrl.league.scoring import evaluate_league
+    from distrl.games.scoring import evaluate_league
 
     league = Checkpoint(checkpoint).json("progress", "progress.json")["algo"].get("league")
     players = league["players"] if league else []  # AlphaZero keeps no snapshots

@@ -39,9 +39,9 @@ def timed_collect(loop: Any, policy: Any, matches: int, generator: Any) -> float
 def local_rates(distinct: int, matches: int, repeats: int) -> list[float]:
     import torch
 
-    from distrl.league.games import make_multiagent_env, policy_obs_space
-    from distrl.league.matches import MatchLoop
-    from distrl.league.policies import LocalPolicy
+    from distrl.games.games import make_multiagent_env, policy_obs_space
+    from distrl.games.matches import MatchLoop
+    from distrl.games.policies import LocalPolicy
     from distrl.models.config import ModelConfig
     from distrl.models.recurrent import actor_critic
 
@@ -66,7 +66,7 @@ def ray_rates(distinct: int, matches: int, repeats: int) -> list[float]:
     import ray
     import torch
 
-    from distrl.league.games import make_multiagent_env, policy_obs_space
+    from distrl.games.games import make_multiagent_env, policy_obs_space
     from distrl.league.remote import MatchRunner
     from distrl.models.config import ModelConfig
     from distrl.models.recurrent import actor_critic

@@ -67,7 +67,7 @@ def pairings(ladder: list[str]) -> list[tuple[str, str, int]]:
 
 def play(run: Path, pairs: list[tuple[str, str, int]], games: int, seed: int
          ) -> list[tuple[str, str, float, float]]:
-    from distrl.league.scoring import evaluate_league
+    from distrl.games.scoring import evaluate_league
 
     results = []
     for a, b, opening in pairs:

@@ -7,7 +7,7 @@ within 600 s.
 distrl trains a league's main agent in process: pure self-play with magnetic mirror
 descent (see CONFIG), evaluated every 2 iterations (league/nash_conv/main_0 is the
 NashConv of the policy the main agent samples from; league/nash_conv_avg/main_0 that of
-its average over its last 200 evaluations, league/nash.py).
+its average over its last 200 evaluations, games/nash.py).
 """
 
 from __future__ import annotations

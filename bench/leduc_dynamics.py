@@ -30,8 +30,8 @@ import time
 
 import numpy as np
 
-from distrl.league.games import import_extra
-from distrl.league.nash import table_nash_conv
+from distrl.games.games import import_extra
+from distrl.games.nash import table_nash_conv
 
 
 class Tree:

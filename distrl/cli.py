@@ -18,7 +18,7 @@ from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import JSONObject, RunConfig
 from distrl.core.metrics import strict_json
 from distrl.core.resume import saved_configs, set_to_default
-from distrl.registry import ALGORITHMS, GAME_ALGOS
+from distrl.registry import ALGORITHMS
 from distrl.tuned import tuned
 
 USAGE = f"""usage: distrl train {{{",".join(ALGORITHMS)}}} [--help] [--tuned NAME] [FLAGS]
@@ -180,13 +180,13 @@ def _tuned_envs(name: str | None, algo: str, config: Any, args: list[str]) -> An
 
 def _is_game_run(checkpoint: str) -> bool:
     try:
-        return Checkpoint(checkpoint).algo in GAME_ALGOS
+        return bool(Checkpoint(checkpoint).policy_ids)
     except (ValueError, FileNotFoundError):
         return False  # run_episodes reports it
 
 
 def _eval_league(cli: Eval) -> None:
-    from distrl.league.scoring import evaluate_league
+    from distrl.games.scoring import evaluate_league
 
     ignored = [flag for flag, given in (("--video", cli.video), ("--render", cli.render),
                                         ("--env", cli.env), ("--env-config", cli.env_config))

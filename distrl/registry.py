@@ -48,7 +48,3 @@ ALGORITHMS: dict[str, Algorithm] = {
     "alphazero": Algorithm(AlphaZeroConfig, "distrl.alphazero.train:train_alphazero",
                            "AlphaZero: self-play with PUCT search on a two-player board game."),
 }
-
-GAME_ALGOS = ("league", "alphazero")
-"""Algorithms whose checkpoints are evaluated by games (evaluate_league, `distrl eval
---opponent`): their policies are saved by id in the learner component's weights."""

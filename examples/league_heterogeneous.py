@@ -34,7 +34,7 @@ from distrl.models.actor_critic import ActorCritic
 from distrl.models.config import ModelConfig
 from distrl.ppo.config import PPOHyperparams
 from distrl.runtime.cluster import actor_class, init_ray
-from distrl.runtime.distributed_learners import DistributedLearners
+from distrl.league.learners import DistributedLearners
 from distrl.store.policy_cache import PolicySpec, flatten_policy
 from distrl.store.remote import publish
 

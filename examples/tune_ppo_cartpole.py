@@ -13,7 +13,7 @@ import argparse
 import ray
 from ray import tune
 
-from distrl.runtime.tune import trainable
+from distrl.tune import trainable
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from distrl.alphazero.train import SelfPlayer
+from distrl.alphazero.self_play import SelfPlayer
 from distrl.core.config import RunConfig
 from distrl.runtime.cluster import release_ray
 from distrl.runtime.supervisor import MakeKwargs, Supervisor

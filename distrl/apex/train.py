@@ -45,14 +45,14 @@ def train_apex(config: ApexConfig | None = None, run: RunConfig | None = None
     obs_space, act_space = env_spaces(run.env, run.env_config)
     learner = DQNLearner(obs_space, act_space, config, learner_device(run.device))
     if start.ckpt is not None:
-        learner.set_state({**start.ckpt.tensors("learner", "state.pt"),
-                           "model": start.ckpt.tensors("policy", "weights.pt")})
+        learner.set_state({**start.ckpt.learner_state(),
+                           "model": start.ckpt.policy_weights()})
     progress = start.progress()
     engine, ray_start_s = make_engine(config, run, learner, obs_space, progress.iteration)
     keep_replay = config.checkpoint_replay and config.num_workers == 0
     if keep_replay and start.ckpt is not None and "replay" in start.ckpt.manifest["components"]:
-        engine.set_state(start.ckpt.tensors("replay", "state.pt"))
-        engine.actor.set_state(start.ckpt.trusted("runners", "state.pkl")["runner_states"][0])
+        engine.set_state(start.ckpt.replay_state())
+        engine.actor.set_state(start.ckpt.runner_states()[0])
 
     def iterate() -> dict[str, Any]:
         updates0 = learner.updates

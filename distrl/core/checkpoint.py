@@ -27,6 +27,7 @@ import pickle
 import shutil
 import tempfile
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,9 @@ MANIFEST = "manifest.json"
 DIR = "checkpoint"
 MOVED = {
     "distrl.sampling": ("distrl.core.sampling",), "distrl.envs": ("distrl.core.envs",),
-    "distrl.filters": ("distrl.core.filters",), "distrl.types": ("distrl.core.types",),
+    "distrl.filters": ("distrl.models.filters",), "distrl.types": ("distrl.core.types",),
     "distrl.config": ("distrl.core.config",), "distrl.env_runner": ("distrl.ppo.env_runner",),
-    "distrl.multiagent": ("distrl.league.games",), "distrl.matches": ("distrl.league.matches",),
+    "distrl.multiagent": ("distrl.games.games",), "distrl.matches": ("distrl.games.matches",),
     "distrl.apex": ("distrl.apex.roles",), "distrl.algos.apex": ("distrl.apex.config",),
     "distrl.algos.ppo": ("distrl.ppo.config", "distrl.league.config"),
     "distrl.algos.ddppo": ("distrl.ddppo.config",), "distrl.algos.league": (
@@ -51,6 +52,10 @@ MOVED = {
     "distrl.nets": ("distrl.models.config", "distrl.models.actor_critic",
                     "distrl.models.q_network", "distrl.models.encoders",
                     "distrl.models.distributions"),
+    **{f"distrl.league.{m}": (f"distrl.games.{m}",) for m in (
+        "games", "matches", "seats", "batched", "policies", "scoring", "nash")},
+    "distrl.core.filters": ("distrl.models.filters",),
+    "distrl.runtime.distributed_learners": ("distrl.league.learners",),
 }
 """Where the names a trusted pickle (runners/state.pkl) may refer to went when the code
 was regrouped by algorithm: checkpoints written before still resume."""
@@ -137,6 +142,18 @@ def find_checkpoint(path: str | Path) -> Path:
     )
 
 
+@dataclass(frozen=True)
+class SavedPolicy:
+    """policy/policy.json: what rebuilds the saved network without unpickling."""
+
+    builder: str
+    """A name of models.builders (actor_critic, recurrent_actor_critic, q_network)."""
+    obs_space: gym.Space
+    act_space: gym.Space
+    model: dict[str, Any]
+    """The ModelConfig as JSON."""
+
+
 class Checkpoint:
     """A saved checkpoint, read a component file at a time."""
 
@@ -150,6 +167,61 @@ class Checkpoint:
     @property
     def algo(self) -> str:
         return self.manifest["algo"]
+
+    @property
+    def policy_ids(self) -> list[str]:
+        """The ids of the policies a game run saved (league, AlphaZero) in its learner
+        state; [] for a single-agent run."""
+        if "policy_ids" in self.manifest:
+            return list(self.manifest["policy_ids"])
+        # Saved before the manifest listed them: a game run's learner state holds its
+        # policies' weights by id.
+        weights = self.learner_state().get("weights")
+        return sorted(weights) if isinstance(weights, dict) else []
+
+    # What core.loop.save_run writes, read by name: the only places that know the paths.
+
+    def run_config(self) -> dict[str, Any]:
+        """The RunConfig as JSON (env None for a factory env) with ``env_name``."""
+        return self.json("run", "config.json")["run"]
+
+    def algo_config(self) -> dict[str, Any]:
+        """The algorithm's config as JSON."""
+        return self.json("run", "config.json")["config"]
+
+    def policy(self) -> SavedPolicy:
+        spec = self.json("policy", "policy.json")
+        return SavedPolicy(spec["builder"], space_from_json(spec["obs_space"]),
+                           space_from_json(spec["act_space"]), spec["model"])
+
+    def policy_weights(self) -> dict[str, torch.Tensor]:
+        """The acting policy's state_dict."""
+        return self.tensors("policy", "weights.pt")
+
+    def learner_state(self) -> dict[str, Any]:
+        """The learner's state (optimizer, RNG; a game run's policies by id)."""
+        return self.tensors("learner", "state.pt")
+
+    def progress(self) -> dict[str, Any]:
+        """core.loop.Progress as JSON."""
+        return self.json("progress", "progress.json")["progress"]
+
+    def algo_state(self) -> dict[str, Any]:
+        """The algorithm's own counters and state (PPO: the KL coefficient)."""
+        return self.json("progress", "progress.json")["algo"]
+
+    def replay_state(self) -> dict[str, Any]:
+        """The replay of an algorithm that keeps one (Ape-X, AlphaZero)."""
+        return self.tensors("replay", "state.pt")
+
+    def runner_states(self) -> list[Any]:
+        """The env runners' states, envs in mid-episode included: a trusted pickle."""
+        return self.trusted("runners", "state.pkl")["runner_states"]
+
+    def env_factory(self) -> Any:
+        """The factory env a run trained on (None for an env given by name): a trusted
+        pickle."""
+        return self.trusted("runners", "state.pkl")["env_factory"]
 
     def json(self, component: str, name: str) -> Any:
         return json.loads(self._file(component, name).read_text())

@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from distrl.core.checkpoint import Checkpoint, space_from_json
+from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import RunConfig, from_json
 from distrl.core.envs import EnvSpec, is_atari, make_atari, make_vec_env, resolve_env
 from distrl.core.sampling import StepContext, env_action_fn, first_context
@@ -60,9 +60,9 @@ def run_episodes(checkpoint: str | Path, episodes: int = 10, seed: int = 0,
     if ckpt.algo == "league":
         raise ValueError(f"{str(ckpt.path)!r} is a league: its policies play games, not "
                          "episodes. Use `distrl eval RUN --opponent random|ID|module:callable` "
-                         "or distrl.league.scoring.evaluate_league().")
+                         "or distrl.games.scoring.evaluate_league().")
     model = load_policy(ckpt)
-    saved = ckpt.json("run", "config.json")["run"]
+    saved = ckpt.run_config()
     if env is None and saved["env"] is None:
         raise ValueError(
             f"the run trained on a factory env ({saved['env_name']}), which only the trusted "
@@ -88,11 +88,10 @@ def evaluation_metrics(model: PolicyNet, run: RunConfig) -> dict[str, float]:
 
 def load_policy(ckpt: Checkpoint) -> PolicyNet:
     """The checkpoint's policy network, from JSON and tensors only."""
-    spec = ckpt.json("policy", "policy.json")
-    build = builder_for(spec["builder"])
-    model = build(space_from_json(spec["obs_space"]), space_from_json(spec["act_space"]),
-                  from_json(ModelConfig, spec["model"]))
-    model.load_state_dict(ckpt.tensors("policy", "weights.pt"))
+    spec = ckpt.policy()
+    model = builder_for(spec.builder)(spec.obs_space, spec.act_space,
+                                      from_json(ModelConfig, spec.model))
+    model.load_state_dict(ckpt.policy_weights())
     return model.requires_grad_(False)
 
 

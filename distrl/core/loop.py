@@ -39,7 +39,7 @@ Reporter = Callable[[dict[str, Any], Path | None], None]
 REPORTER: contextvars.ContextVar[Reporter | None] = contextvars.ContextVar("distrl_reporter",
                                                                           default=None)
 """Called after every iteration with its metrics and the checkpoint saved in it (or None):
-how a Ray Tune trial (distrl.runtime.tune) sees a run; set only around one train_* call."""
+how a Ray Tune trial (distrl.tune) sees a run; set only around one train_* call."""
 
 
 MAX_ENV_STEPS_VAR = "DISTRL_MAX_ENV_STEPS"
@@ -100,13 +100,13 @@ class Start:
     def progress(self) -> Progress:
         if self.ckpt is None:
             return Progress()
-        return Progress.from_json(self.ckpt.json("progress", "progress.json")["progress"])
+        return Progress.from_json(self.ckpt.progress())
 
     def algo_state(self) -> dict[str, Any]:
         """The algorithm's own saved state (PPO: the KL coefficient); {} when fresh."""
         if self.ckpt is None:
             return {}
-        return self.ckpt.json("progress", "progress.json")["algo"]
+        return self.ckpt.algo_state()
 
 
 def start_run(algo: str, config: Any, run: RunConfig,
@@ -308,7 +308,9 @@ def save_run(start: Start, progress: Progress, policy: dict[str, Any],
                 "env_name": env_name(run.env)}
     return save_checkpoint(
         start.logdir / "checkpoint", start.algo,
-        {"iteration": progress.iteration, "env_steps": progress.env_steps},
+        {"iteration": progress.iteration, "env_steps": progress.env_steps,
+         # A game run's learner state holds its policies by id (Checkpoint.policy_ids).
+         "policy_ids": sorted(learner.get("weights", {}))},
         {
             "run": {"config.json": {"run": run_json, "config": to_json(start.config)}},
             "policy": policy,

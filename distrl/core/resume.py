@@ -19,12 +19,11 @@ def saved_configs(ckpt: Checkpoint, config_cls: type, factory: bool = True
                   ) -> tuple[Any, RunConfig]:
     """The algorithm and run configs a checkpoint was saved with. A factory env is in the
     trusted pickle: read only with ``factory`` (else the env stays RunConfig's default)."""
-    saved = ckpt.json("run", "config.json")
-    env = saved["run"]["env"]
+    saved = ckpt.run_config()
+    env = saved["env"]
     if env is None:
-        env = ckpt.trusted("runners", "state.pkl")["env_factory"] if factory else RunConfig.env
-    return (from_json(config_cls, saved["config"]),
-            from_json(RunConfig, {**saved["run"], "env": env}))
+        env = ckpt.env_factory() if factory else RunConfig.env
+    return (from_json(config_cls, ckpt.algo_config()), from_json(RunConfig, {**saved, "env": env}))
 
 
 def resume_logdir(path: str | Path) -> Path:

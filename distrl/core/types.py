@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 import torch
 
-from distrl.core.filters import RunningStats
+from distrl.models.filters import RunningStats
 
 
 @dataclass
@@ -36,7 +36,7 @@ class Rollout:
     state_in: np.ndarray | None = None  # [S, 2, state_size]: (h, c) at each sequence start
     prev_actions: np.ndarray | None = None  # [B] or [B, A]: the step's previous action
     prev_rewards: np.ndarray | None = None  # [B] float32: the step's previous reward
-    # A state critic's nodes (league.seats.Seat): the rest of each step's game, from the
+    # A state critic's nodes (games.seats.Seat): the rest of each step's game, from the
     # step's own node on, padded to L nodes (rollouts with other L concatenate padded).
     critic_obs: np.ndarray | None = None  # [B, L, state_size]
     critic_probs: np.ndarray | None = None  # [B, L, K] the mover's or chance's distribution

@@ -47,11 +47,11 @@ def train_ddppo(config: DDPPOConfig | None = None,
         if start.ckpt is None:
             group.set_learner_state({"model": model.state_dict(), "optimizer": None})
         else:
-            weights = start.ckpt.tensors("policy", "weights.pt")
+            weights = start.ckpt.policy_weights()
             model.load_state_dict(weights)
-            optimizer = start.ckpt.tensors("learner", "state.pt")["optimizer"]
+            optimizer = start.ckpt.learner_state()["optimizer"]
             group.set_learner_state({"model": weights, "optimizer": optimizer})
-            states = start.ckpt.trusted("runners", "state.pkl")["runner_states"]
+            states = start.ckpt.runner_states()
             if len(states) == config.num_workers:
                 group.set_states(states)
             else:

@@ -88,7 +88,7 @@ class LeagueConfig(PPOHyperparams):
     that greedy players meet different positions (metric league/distinct_games/<a>_vs_<b>)."""
     league_eval_average_window: int = 0
     """On OpenSpiel games, also the exact NashConv of each main agent's average policy
-    over its last N evaluations (league/nash_conv_avg/<id>; league/nash.py; 0: off).
+    over its last N evaluations (league/nash_conv_avg/<id>; games/nash.py; 0: off).
     The window starts empty again after a resume."""
     stop_win_rate: float | None = None
     """Stop once every main agent's evaluation win rate reaches this."""

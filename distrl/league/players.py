@@ -16,10 +16,10 @@ from distrl.core.config import RunConfig
 from distrl.core.envs import env_name
 from distrl.core.sampling import seed_for
 from distrl.core.types import Rollout
+from distrl.games.games import make_multiagent_env
+from distrl.games.matches import MatchLoop, MatchResult
+from distrl.games.policies import LocalPolicy, outside_players
 from distrl.league.config import LeagueConfig
-from distrl.league.games import make_multiagent_env
-from distrl.league.matches import MatchLoop, MatchResult
-from distrl.league.policies import LocalPolicy, outside_players
 from distrl.league.trainer import PolicyTrainer
 from distrl.models.recurrent import actor_critic
 

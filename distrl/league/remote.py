@@ -14,11 +14,11 @@ import ray
 import torch
 
 from distrl.core.sampling import seed_for
-from distrl.league.games import make_multiagent_env
-from distrl.league.matches import MatchLoop, MatchResult
-from distrl.league.policies import RANDOM, RandomPolicy, outside_players
+from distrl.games.games import make_multiagent_env
+from distrl.games.matches import MatchLoop, MatchResult
+from distrl.games.policies import RANDOM, RandomPolicy, outside_players
+from distrl.league.learners import DistributedLearners
 from distrl.runtime.cluster import check_resources, init_ray, release_ray
-from distrl.runtime.distributed_learners import DistributedLearners
 from distrl.runtime.supervisor import Supervisor, cause, died, last_line
 from distrl.store.policy_cache import FlatLayout, PolicySpec
 from distrl.store.remote import PolicyReader

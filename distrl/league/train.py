@@ -22,13 +22,13 @@ import torch
 
 from distrl.core.config import RunConfig
 from distrl.core.loop import Start, drive, policy_files, save_run, start_run
+from distrl.games.games import make_multiagent_env, policy_obs_space
+from distrl.games.nash import AveragePolicy, table_nash_conv
+from distrl.games.policies import RANDOM
+from distrl.games.scoring import outcome, play_matches, policy_table, win_draw_loss
 from distrl.league.config import LeagueConfig
-from distrl.league.games import make_multiagent_env, policy_obs_space
-from distrl.league.nash import AveragePolicy, table_nash_conv
 from distrl.league.players import LocalPlayers, Players
-from distrl.league.policies import RANDOM
 from distrl.league.rules import League
-from distrl.league.scoring import outcome, play_matches, policy_table, win_draw_loss
 
 
 def train_league(config: LeagueConfig | None = None, run: RunConfig | None = None
@@ -95,7 +95,7 @@ class LeagueRun:
             self.league = League.from_json(state["league"], self.config.rules)
             _check_learners(self.league, self.config)
         self.players = self._players(start.ckpt is not None and
-                                     start.ckpt.tensors("learner", "state.pt"))
+                                     start.ckpt.learner_state())
         if state is not None:  # after the players, whose first games drew from it
             self.rng.bit_generator.state = state["rng"]
 
@@ -112,8 +112,7 @@ class LeagueRun:
         if saved:
             self.generator.set_state(saved["generator"])
             players.set_state(saved)
-            players.set_games_state(self.start.ckpt.trusted("runners", "state.pkl")
-                                    ["runner_states"])
+            players.set_games_state(self.start.ckpt.runner_states())
         return players
 
     def _choose(self, env_index: int = 0, learner: str | None = None) -> dict[str, str]:

@@ -11,7 +11,6 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from distrl.core.filters import RunningStats
 from distrl.models.config import ModelConfig
 from distrl.models.distributions import Categorical, DiagGaussian, Distribution
 from distrl.models.encoders import (
@@ -29,6 +28,7 @@ from distrl.models.encoders import (
     named_layers,
     stacked_mlp,
 )
+from distrl.models.filters import RunningStats
 
 
 def check_filterable(obs_space: gym.Space, encoder: ConvEncoder | None) -> None:
@@ -128,7 +128,7 @@ class ActorCritic(nn.Module):
                         ) -> torch.Tensor:
         """Distribution inputs [K, n, D] of K policies of this architecture at once, each
         on its own observations ``obs[k]`` ([K, n, ...]); ``layers``: each one's layers()
-        (league.batched: a league's opponents in one pass; value heads skipped)."""
+        (games.batched: a league's opponents in one pass; value heads skipped)."""
         if self.encoder is not None:
             x = self.encoder.forward_stacked(obs, [g[0] for g, _ in layers])
         else:

@@ -13,12 +13,12 @@ import numpy as np
 import torch
 
 from distrl.core.envs import EnvSpec
-from distrl.core.filters import RunningStats, discounted_returns
 from distrl.core.returns import gae
 from distrl.core.sampling import EnvLoop, Trajectory
 from distrl.core.sequences import to_sequences
 from distrl.core.types import Rollout
 from distrl.models.config import ModelConfig
+from distrl.models.filters import RunningStats, discounted_returns
 from distrl.models.recurrent import LSTMActor, actor_critic
 from distrl.store.policy_cache import readonly_tensor
 

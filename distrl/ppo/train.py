@@ -15,7 +15,6 @@ import torch
 
 from distrl.core.config import RunConfig
 from distrl.core.envs import env_spaces
-from distrl.core.filters import RunningStats, stats_from_json, stats_to_json
 from distrl.core.learner import Learner
 from distrl.core.loop import (
     Progress,
@@ -28,6 +27,7 @@ from distrl.core.loop import (
 )
 from distrl.core.sampling import seed_for
 from distrl.core.types import PPOBatch, Rollout
+from distrl.models.filters import RunningStats, stats_from_json, stats_to_json
 from distrl.models.recurrent import actor_critic
 from distrl.ppo.config import PPOConfig
 from distrl.ppo.env_runner import EnvRunner, LocalRunnerGroup
@@ -132,11 +132,11 @@ def _make_runners(config: PPOConfig, run: RunConfig):
 
 def _restore(start: Start, learner: Learner, generator: torch.Generator, runners) -> None:
     ckpt = start.ckpt
-    state = ckpt.tensors("learner", "state.pt")
-    learner.set_state({"model": ckpt.tensors("policy", "weights.pt"),
+    state = ckpt.learner_state()
+    learner.set_state({"model": ckpt.policy_weights(),
                        "optimizer": state["optimizer"]})
     generator.set_state(state["generator"])
-    runner_states = ckpt.trusted("runners", "state.pkl")["runner_states"]
+    runner_states = ckpt.runner_states()
     if len(runner_states) == max(start.config.num_env_runners, 1):
         runners.set_states(runner_states)
     else:

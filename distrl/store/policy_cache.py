@@ -136,7 +136,7 @@ class CachedPolicy:
 
     @property
     def arch(self) -> int:
-        """Policies of one skeleton share an architecture (league.batched stacks them)."""
+        """Policies of one skeleton share an architecture (games.batched stacks them)."""
         return id(self.skeleton)
 
     @property
@@ -144,7 +144,7 @@ class CachedPolicy:
         return self.skeleton
 
     def layers(self) -> Any:
-        """Its weights as the skeleton's forward_stacked takes them (league.batched)."""
+        """Its weights as the skeleton's forward_stacked takes them (games.batched)."""
         return self.skeleton.layers(self.params)
 
     def step(self, obs: torch.Tensor, state: Any, prev_actions: torch.Tensor,

@@ -10,7 +10,8 @@ pytest.importorskip("pyspiel")
 
 from distrl.alphazero.config import AlphaZeroConfig
 from distrl.alphazero.remote import RaySelfPlayers
-from distrl.alphazero.train import SelfPlayer, train_alphazero
+from distrl.alphazero.self_play import SelfPlayer
+from distrl.alphazero.train import train_alphazero
 from distrl.core.config import RunConfig
 
 ENV = "pettingzoo:connect_four_v3"

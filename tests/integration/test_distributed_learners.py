@@ -18,7 +18,7 @@ def weights(learners, pid):
 
 
 def test_shards_place_add_remove_and_train(two_nodes):
-    from distrl.runtime.distributed_learners import DistributedLearners
+    from distrl.league.learners import DistributedLearners
     from distrl.store.remote import head_store
 
     learners = DistributedLearners(CONFIG, max_policies=4, num_shards=2, cpus_per_learner=0)

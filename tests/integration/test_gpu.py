@@ -79,9 +79,9 @@ def test_league_state_critic_trains_on_cuda():
     device, the advantages it makes come back to the host, its saved state is on CPU."""
     pytest.importorskip("pyspiel")
     from distrl import LeagueConfig
-    from distrl.league.games import make_multiagent_env, policy_obs_space
-    from distrl.league.matches import MatchLoop
-    from distrl.league.policies import RandomPolicy
+    from distrl.games.games import make_multiagent_env, policy_obs_space
+    from distrl.games.matches import MatchLoop
+    from distrl.games.policies import RandomPolicy
     from distrl.league.trainer import PolicyTrainer
 
     envs = [make_multiagent_env("openspiel:kuhn_poker") for _ in range(4)]

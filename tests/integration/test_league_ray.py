@@ -18,9 +18,9 @@ GAME = "pettingzoo:connect_four_v3"
 
 
 def test_runner_switches_mappings_at_next_reset_and_picks_up_new_versions(ray_local):
-    from distrl.league.games import make_multiagent_env, policy_obs_space
+    from distrl.games.games import make_multiagent_env, policy_obs_space
     from distrl.league.remote import MatchRunner
-    from distrl.runtime.distributed_learners import DistributedLearners
+    from distrl.league.learners import DistributedLearners
 
     env = make_multiagent_env(GAME)
     obs_space = policy_obs_space(env.observation_space("player_0"))
@@ -185,7 +185,7 @@ def test_ray_league_counterfactual_learners_get_each_moves_reach(ray_local, tmp_
 
 
 def make_spaces():
-    from distrl.league.games import make_multiagent_env, policy_obs_space
+    from distrl.games.games import make_multiagent_env, policy_obs_space
 
     env = make_multiagent_env(GAME)
     return policy_obs_space(env.observation_space("player_0")), env.action_space("player_0")
@@ -193,8 +193,8 @@ def make_spaces():
 
 def test_a_learner_that_cannot_start_is_an_error_within_its_timeout(ray_local):
     """Both CPUs held elsewhere: add_policy waited forever for its learner."""
-    from distrl.league.games import make_multiagent_env, policy_obs_space
-    from distrl.runtime.distributed_learners import DistributedLearners
+    from distrl.games.games import make_multiagent_env, policy_obs_space
+    from distrl.league.learners import DistributedLearners
 
     @ray.remote(num_cpus=2)
     class Hog:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from distrl.runtime.tune import split_params, trainable
+from distrl.tune import split_params, trainable
 
 
 def test_a_two_trial_sweep_reports_every_iteration(ray_local, tmp_path):

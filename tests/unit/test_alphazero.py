@@ -17,10 +17,11 @@ import pyspiel
 
 from distrl.alphazero.config import AlphaZeroConfig
 from distrl.alphazero.search import Node, add_noise, expand_roots, search
-from distrl.alphazero.train import Replay, SelfPlay, mirrored, search_game, train_alphazero
+from distrl.alphazero.self_play import Replay, SelfPlay, mirrored, search_game
+from distrl.alphazero.train import train_alphazero
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import RunConfig
-from distrl.league.games import make_multiagent_env, split_obs
+from distrl.games.games import make_multiagent_env, split_obs
 
 
 def uniform(value: float = 0.0):

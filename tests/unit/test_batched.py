@@ -1,4 +1,4 @@
-"""Opponents of one architecture act in one stacked forward (league.batched): the same
+"""Opponents of one architecture act in one stacked forward (games.batched): the same
 distribution inputs as each one's own forward, for modules and store views alike."""
 
 import gymnasium as gym
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from distrl.league.batched import batch_key, stacked_forward
-from distrl.league.policies import LocalPolicy
+from distrl.games.batched import batch_key, stacked_forward
+from distrl.games.policies import LocalPolicy
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.config import ModelConfig
 from distrl.store.policy_cache import PolicyCache, PolicySpec, flatten_policy

@@ -131,7 +131,7 @@ def test_pickles_written_before_the_layout_move_still_load():
     those written under the old flat layout (distrl.envs, distrl.nets, ...) are found
     where they moved. Protocol-0 GLOBAL opcodes, as such a pickle holds them."""
     from distrl.core.envs import env_name
-    from distrl.core.filters import RunningStats
+    from distrl.models.filters import RunningStats
     from distrl.models.q_network import QNetwork
 
     assert trusted_loads(b"cdistrl.envs\nenv_name\n.") is env_name

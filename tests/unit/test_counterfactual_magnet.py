@@ -12,9 +12,9 @@ pyspiel = pytest.importorskip("pyspiel")
 
 from distrl import LeagueConfig, Magnet, ModelConfig  # noqa: E402
 from distrl.core.types import PPOBatch  # noqa: E402
-from distrl.league.games import make_multiagent_env, policy_obs_space  # noqa: E402
-from distrl.league.matches import MatchLoop  # noqa: E402
-from distrl.league.policies import LocalPolicy  # noqa: E402
+from distrl.games.games import make_multiagent_env, policy_obs_space  # noqa: E402
+from distrl.games.matches import MatchLoop  # noqa: E402
+from distrl.games.policies import LocalPolicy  # noqa: E402
 from distrl.league.trainer import PolicyTrainer, counterfactual_weights  # noqa: E402
 from distrl.models.actor_critic import ActorCritic  # noqa: E402
 from distrl.models.distributions import Categorical  # noqa: E402
@@ -167,7 +167,7 @@ def test_the_cli_flag_trains_a_kuhn_league(tmp_path):
 
 def test_a_seat_pickled_before_its_newer_fields_gets_their_defaults():
     from distrl.core.checkpoint import games_in_progress, trusted_loads
-    from distrl.league.seats import Seat
+    from distrl.games.seats import Seat
 
     env = make_multiagent_env(KUHN)
     seat = Seat("A", env.action_space("player_0"))

@@ -9,7 +9,7 @@ import torch
 from distrl import ModelConfig, PPOConfig, RunConfig, train_ppo
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.evaluation import load_policy
-from distrl.core.filters import RunningStats, discounted_returns
+from distrl.models.filters import RunningStats, discounted_returns
 from distrl.models.actor_critic import OBS_CLIP, ActorCritic
 
 

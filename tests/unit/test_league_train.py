@@ -9,8 +9,8 @@ pytest.importorskip("pettingzoo")
 
 from distrl import LeagueConfig, LeagueRules, RunConfig
 from distrl.core.checkpoint import Checkpoint
-from distrl.league.matches import MatchResult
-from distrl.league.scoring import outcome
+from distrl.games.matches import MatchResult
+from distrl.games.scoring import outcome
 from distrl.league.train import train_league
 
 GAME = "pettingzoo:connect_four_v3"
@@ -144,7 +144,7 @@ def test_evaluate_league_rates_and_exact_nash_conv_on_kuhn(tmp_path):
     from open_spiel.python import policy as policy_lib
     from open_spiel.python.algorithms import exploitability
 
-    from distrl.league.scoring import evaluate_league
+    from distrl.games.scoring import evaluate_league
 
     pytest.importorskip("pyspiel")
     config = LeagueConfig(rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0),
@@ -159,7 +159,7 @@ def test_evaluate_league_rates_and_exact_nash_conv_on_kuhn(tmp_path):
     # The NashConv is open_spiel's for the tabular policy the network defines.
     import pyspiel
 
-    from distrl.league.games import observe
+    from distrl.games.games import observe
 
     game = pyspiel.load_game("kuhn_poker")
     tab = policy_lib.TabularPolicy(game)
@@ -252,7 +252,7 @@ def naive_game(first, second):
 
 
 def test_scripted_opponent_matches_a_naive_game_loop(tmp_path):
-    from distrl.league.scoring import evaluate_league
+    from distrl.games.scoring import evaluate_league
 
     config = LeagueConfig(rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0),
                           train_batch_size=64, minibatch_size=32, num_epochs=1, num_envs=2,
@@ -296,7 +296,7 @@ def test_a_resumed_league_plays_by_the_resumed_rules_and_keeps_its_learners(tmp_
 def test_league_win_rates_do_not_over_count_short_games(tmp_path):
     """Seat player_0 wins a 2-move game half the time, else a 30-move game is drawn: the
     true win rate over both seats is 0.25 (keeping the first games to finish gave 0.275)."""
-    from distrl.league.scoring import evaluate_league
+    from distrl.games.scoring import evaluate_league
 
     config = LeagueConfig(rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0),
                           train_batch_size=64, minibatch_size=32, num_epochs=1, num_envs=4,
@@ -320,7 +320,7 @@ def test_a_league_refuses_the_observation_filter():
 def test_league_evaluation_refuses_what_it_cannot_do(tmp_path):
     from distrl import evaluate
     from distrl.cli import main
-    from distrl.league.policies import scripted_policy
+    from distrl.games.policies import scripted_policy
 
     config = LeagueConfig(rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0),
                           train_batch_size=64, minibatch_size=32, num_epochs=1, num_envs=2,

@@ -6,9 +6,9 @@ import torch
 
 pytest.importorskip("pettingzoo")
 
-from distrl.league.games import make_multiagent_env, policy_obs_space
-from distrl.league.matches import MatchLoop
-from distrl.league.policies import RANDOM, LocalPolicy, RandomPolicy
+from distrl.games.games import make_multiagent_env, policy_obs_space
+from distrl.games.matches import MatchLoop
+from distrl.games.policies import RANDOM, LocalPolicy, RandomPolicy
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.config import ModelConfig
 
@@ -182,10 +182,10 @@ class Alone:
 
 
 def test_opponents_stacked_in_one_forward_play_as_they_would_alone():
-    """Eight opponents of one architecture (league.batched stacks them) against a
+    """Eight opponents of one architecture (games.batched stacks them) against a
     learner-sized net, greedy, from random openings: the same games as when each
     opponent acts through its own forward pass."""
-    from distrl.league.scoring import RandomOpening
+    from distrl.games.scoring import RandomOpening
 
     def net(seed):
         torch.manual_seed(seed)

@@ -6,8 +6,8 @@ import pytest
 pytest.importorskip("pettingzoo")
 pyspiel = pytest.importorskip("pyspiel")
 
-from distrl.league import games as multiagent  # noqa: E402
-from distrl.league.games import OpenSpielEnv, make_multiagent_env, split_obs  # noqa: E402
+from distrl.games import games as multiagent  # noqa: E402
+from distrl.games.games import OpenSpielEnv, make_multiagent_env, split_obs  # noqa: E402
 
 
 def play(env, columns):

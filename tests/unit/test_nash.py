@@ -8,8 +8,8 @@ pyspiel = pytest.importorskip("pyspiel")
 from open_spiel.python import policy as policy_lib  # noqa: E402
 from open_spiel.python.algorithms import cfr, exploitability  # noqa: E402
 
-from distrl.league.games import observe  # noqa: E402
-from distrl.league.nash import AveragePolicy, nash_conv, table_nash_conv, tabulate  # noqa: E402
+from distrl.games.games import observe  # noqa: E402
+from distrl.games.nash import AveragePolicy, nash_conv, table_nash_conv, tabulate  # noqa: E402
 
 KUHN = pyspiel.load_game("kuhn_poker")
 

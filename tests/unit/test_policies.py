@@ -8,9 +8,9 @@ import torch
 pytest.importorskip("pettingzoo")
 pytest.importorskip("pyspiel")
 
-from distrl.league.games import make_multiagent_env, policy_obs_space, split_obs
-from distrl.league.policies import RANDOM, LocalPolicy, RandomPolicy, ScriptedPolicy, make_bot
-from distrl.league.scoring import play_matches, win_draw_loss
+from distrl.games.games import make_multiagent_env, policy_obs_space, split_obs
+from distrl.games.policies import RANDOM, LocalPolicy, RandomPolicy, ScriptedPolicy, make_bot
+from distrl.games.scoring import play_matches, win_draw_loss
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.config import ModelConfig
 from tests.fakes import first_legal_move

@@ -9,9 +9,9 @@ import torch
 pyspiel = pytest.importorskip("pyspiel")
 
 from distrl import LeagueConfig, ModelConfig, PPOConfig  # noqa: E402
-from distrl.league.games import make_multiagent_env, policy_obs_space  # noqa: E402
-from distrl.league.matches import MatchLoop  # noqa: E402
-from distrl.league.policies import LocalPolicy, RandomPolicy  # noqa: E402
+from distrl.games.games import make_multiagent_env, policy_obs_space  # noqa: E402
+from distrl.games.matches import MatchLoop  # noqa: E402
+from distrl.games.policies import LocalPolicy, RandomPolicy  # noqa: E402
 from distrl.league.trainer import PolicyTrainer, control_variate_returns  # noqa: E402
 from distrl.models.actor_critic import ActorCritic  # noqa: E402
 

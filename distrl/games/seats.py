@@ -1,4 +1,4 @@
-"""Seat: one agent's steps in one episode of a match (league.matches), and the PPO
+"""Seat: one agent's steps in one episode of a match (games.matches), and the PPO
 samples they become when the episode ends: GAE over the seat's own steps, or the rest of
 the game from each step for a state critic (ModelConfig.state_critic), and the reach of
 each step's game (Magnet.counterfactual).

@@ -1,6 +1,6 @@
 """Matches: multi-agent episodes whose seats are played by league policies.
 
-A MatchLoop steps several multi-agent envs (distrl.league.games' protocol) at once. At every
+A MatchLoop steps several multi-agent envs (distrl.games.games' protocol) at once. At every
 reset of an env it asks ``choose(env_index)`` which policy plays which agent; that mapping
 holds until the episode ends, so a league's new matchups take effect at the next reset of
 each env, in the same iteration, and never mid-episode (RLlib #21459, item 1).
@@ -12,7 +12,7 @@ last move. When an episode ends, the seats of learning policies become PPO sampl
 over the seat's own steps) and the episode a MatchResult for the league's payoff table.
 
 Acting: all seats a policy plays at one step share one forward pass, and opponents of
-one architecture share one (league.batched: their weights stacked); illegal actions are
+one architecture share one (games.batched: their weights stacked); illegal actions are
 masked (models.distributions.mask_logits); one sampling call then covers the seats of
 every policy with the same kind of distribution. A recurrent policy's memory is per seat.
 """
@@ -28,10 +28,10 @@ import torch
 
 from distrl.core.checkpoint import games_in_progress, trusted_loads
 from distrl.core.types import Rollout
-from distrl.league.batched import act_together, stacked_forward
-from distrl.league.games import split_obs
-from distrl.league.policies import ActingPolicy
-from distrl.league.seats import Node, Seat, critic_arrays, seat_arrays
+from distrl.games.batched import act_together, stacked_forward
+from distrl.games.games import split_obs
+from distrl.games.policies import ActingPolicy
+from distrl.games.seats import Node, Seat, critic_arrays, seat_arrays
 from distrl.models.distributions import mask_logits
 
 
@@ -253,7 +253,7 @@ class MatchLoop:
     def _forward_stacked(self, pis: list[ActingPolicy], where: list[list[tuple[int, str]]],
                          greedy: bool) -> _Forward:
         """As _forward, for non-learning policies of one architecture that play the same
-        number of seats (league.batched): one forward pass for all their seats."""
+        number of seats (games.batched): one forward pass for all their seats."""
         flat = [seat for seats in where for seat in seats]
         obs, masks, mask = self._inputs(flat)
         with torch.no_grad():

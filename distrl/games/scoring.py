@@ -12,17 +12,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from distrl.core.checkpoint import Checkpoint, space_from_json
+from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import from_json
 from distrl.core.evaluation import MAX_PARALLEL, rounds
-from distrl.league.games import make_multiagent_env, split_obs
-from distrl.league.matches import MatchLoop, MatchResult
-from distrl.league.nash import table_nash_conv, tabulate
-from distrl.league.policies import RANDOM, LocalPolicy, RandomPolicy, make_bot
+from distrl.games.games import make_multiagent_env, split_obs
+from distrl.games.matches import MatchLoop, MatchResult
+from distrl.games.nash import table_nash_conv, tabulate
+from distrl.games.policies import RANDOM, LocalPolicy, RandomPolicy, make_bot
 from distrl.models.config import ModelConfig
 from distrl.models.distributions import mask_logits
 from distrl.models.recurrent import actor_critic
-from distrl.registry import GAME_ALGOS
 
 
 def outcome(result: MatchResult, a: str, b: str) -> float:
@@ -162,13 +161,13 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: st
     distinct; for OpenSpiel games also the policy's exact NashConv (both seats played
     by it)."""
     ckpt = Checkpoint(checkpoint)
-    if ckpt.algo not in GAME_ALGOS:
+    if not ckpt.policy_ids:
         raise ValueError(f"{str(ckpt.path)!r} holds a {ckpt.algo!r} run; --policy and "
-                         f"--opponent apply to checkpoints of {' and '.join(GAME_ALGOS)} runs.")
+                         "--opponent apply to runs of games (league and alphazero).")
     if policy == opponent:
         raise ValueError(f"--policy and --opponent are both {policy!r}: a policy against "
                          "itself has no winner to count; pick another opponent.")
-    run = ckpt.json("run", "config.json")["run"]
+    run = ckpt.run_config()
     policies = _saved_policies(ckpt, run, {policy, opponent}, seed)
     greedy = set() if stochastic else {policy, opponent} - {RANDOM}
     results = play_matches(run["env"], run["env_config"], policies, greedy, policy, opponent,
@@ -188,10 +187,10 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: st
 def _saved_policies(ckpt: Checkpoint, run: dict[str, Any], ids: set[str], seed: int
                     ) -> dict[str, Any]:
     """The players ``ids`` name: the run's saved policies, random, and bots."""
-    spec = ckpt.json("policy", "policy.json")
-    obs_space, act_space = space_from_json(spec["obs_space"]), space_from_json(spec["act_space"])
-    model = from_json(ModelConfig, spec["model"])  # every saved policy's architecture
-    weights = ckpt.tensors("learner", "state.pt")["weights"]
+    spec = ckpt.policy()
+    obs_space, act_space = spec.obs_space, spec.act_space
+    model = from_json(ModelConfig, spec.model)  # every saved policy's architecture
+    weights = ckpt.learner_state()["weights"]
     policies: dict[str, Any] = {}
     for pid in ids:
         if pid == RANDOM or ":" in pid:

@@ -289,7 +289,7 @@ class OpenSpielEnv:
         """The whole state, for a critic (ModelConfig.state_critic): every player's
         information-state tensor (observation tensor) in player order, [players, size];
         zeros once the game is over. A seat's critic reads it from its own row on
-        (league.seats), so it is read once per node, not once per seat; and kept until
+        (games.seats), so it is read once per node, not once per seat; and kept until
         the next move or outcome (the mover's observation already read it)."""
         if self._critic is None or self._critic[0] is not self.state:
             n, size = self.game.num_players(), self._obs_space["observation"].shape[0]
@@ -354,7 +354,7 @@ def wrap(env: Any) -> Any:
     if missing:
         raise ValueError(f"{type(env).__name__} is neither a PettingZoo AEC/parallel env nor "
                          f"has the multi-agent protocol (missing {missing}); see "
-                         "distrl.league.games.")
+                         "distrl.games.games.")
     return env
 
 

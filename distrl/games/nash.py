@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from distrl.league.games import import_extra, observe
+from distrl.games.games import import_extra, observe
 
 Probs = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """(observations [B, ...], masks [B, A]) -> action probabilities [B, A] (0 where illegal)."""

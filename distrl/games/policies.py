@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from distrl.league.games import import_extra
+from distrl.games.games import import_extra
 
 MCTS_PREFIX = "mcts:"
 
@@ -55,7 +55,7 @@ class LocalPolicy:
     @property
     def arch(self) -> tuple:
         """Equal for modules that compute the same function of their weights
-        (league.batched stacks those); computed once (a state_dict costs a forward)."""
+        (games.batched stacks those); computed once (a state_dict costs a forward)."""
         if self._arch is None:
             shapes = tuple((n, tuple(t.shape)) for n, t in self.module.state_dict().items())
             self._arch = (type(self.module), getattr(self.module, "activation", None), shapes)

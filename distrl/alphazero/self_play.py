@@ -1,0 +1,167 @@
+"""The self-play role of AlphaZero: games whose every move a PUCT search chooses
+(alphazero.search), played by a SelfPlayer with its own network; the same object in the
+driver (LocalSelfPlayers) and in a Ray actor (alphazero.remote). The twin of
+ppo/env_runner.py: it produces the data, the driver's learner consumes it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from distrl.alphazero.config import AlphaZeroConfig
+from distrl.alphazero.search import Node, add_noise, expand_roots, search
+from distrl.games.games import import_extra, make_multiagent_env, policy_obs_space
+from distrl.models.recurrent import actor_critic
+
+
+def search_game(env: Any) -> Any:
+    """The OpenSpiel game the env's positions are searched in; a ValueError unless it is
+    a two-player zero-sum game of perfect information without chance."""
+    pyspiel = import_extra("pyspiel", "open_spiel")
+    if not hasattr(env, "openspiel_state"):
+        raise ValueError(f"AlphaZero searches OpenSpiel states; {type(env).__name__} has none: "
+                         "use --env openspiel:<game> or a PettingZoo game with an OpenSpiel "
+                         "twin (pettingzoo:connect_four_v3).")
+    env.reset(seed=0)
+    game = env.openspiel_state().get_game()
+    kind = game.get_type()
+    ok = (game.num_players() == 2 and kind.chance_mode == pyspiel.GameType.ChanceMode.DETERMINISTIC
+          and kind.information == pyspiel.GameType.Information.PERFECT_INFORMATION
+          and kind.utility in (pyspiel.GameType.Utility.ZERO_SUM,
+                               pyspiel.GameType.Utility.CONSTANT_SUM))
+    if not ok:
+        raise ValueError(f"AlphaZero searches two-player zero-sum games of perfect information "
+                         f"without chance; {kind.short_name!r} is not one (for poker and other "
+                         "hidden-information games train a league with a magnet).")
+    return game
+
+
+class Replay:
+    """The newest ``capacity`` positions: observation, search policy, value target for
+    the player to move (``outcome``: the game's, mixed with the search's by
+    value_target_mix), as a ring of numpy arrays."""
+
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], num_actions: int,
+                 obs_dtype: Any = np.float32):
+        # In the env's own dtype: connect four's int8 planes take a quarter of float32's.
+        self.obs = np.zeros((capacity, *obs_shape), obs_dtype)
+        self.policy = np.zeros((capacity, num_actions), np.float32)
+        self.outcome = np.zeros(capacity, np.float32)
+        self.size = self.next = 0
+
+    def add(self, obs: np.ndarray, policy: np.ndarray, outcome: np.ndarray) -> None:
+        for o, p, z in zip(obs, policy, outcome, strict=True):
+            self.obs[self.next], self.policy[self.next], self.outcome[self.next] = o, p, z
+            self.next = (self.next + 1) % len(self.obs)
+            self.size = min(self.size + 1, len(self.obs))
+
+    def sample(self, n: int, rng: np.random.Generator) -> tuple[torch.Tensor, ...]:
+        idx = rng.integers(self.size, size=n)
+        return (torch.from_numpy(self.obs[idx]).float(), torch.from_numpy(self.policy[idx]),
+                torch.from_numpy(self.outcome[idx]))
+
+    def get_state(self) -> dict[str, Any]:
+        n = self.size
+        return {"obs": torch.from_numpy(self.obs[:n].copy()),
+                "policy": torch.from_numpy(self.policy[:n].copy()),
+                "outcome": torch.from_numpy(self.outcome[:n].copy()), "next": self.next}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        n = len(state["outcome"])
+        self.obs[:n], self.policy[:n] = state["obs"].numpy(), state["policy"].numpy()
+        self.outcome[:n], self.size, self.next = state["outcome"].numpy(), n, int(state["next"])
+
+
+def mirrored(obs: np.ndarray, policy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions [B, rows, columns, ...] and policies [B, columns] flipped left to right."""
+    return obs[:, :, ::-1].copy(), policy[:, ::-1].copy()
+
+
+class SelfPlay:
+    """``num_games`` games, each move chosen by a search from the game's position (the
+    searched subtree of the move played is kept for the next one)."""
+
+    def __init__(self, game: Any, observe: Any, cfg: AlphaZeroConfig, rng: np.random.Generator):
+        self.game, self.observe, self.cfg, self.rng = game, observe, cfg, rng
+        self.roots = [Node(game.new_initial_state()) for _ in range(cfg.num_games)]
+        self.records: list[list[tuple[np.ndarray, np.ndarray, int, float]]] = [
+            [] for _ in self.roots]
+
+    def move(self, evaluate: Any) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, list]]:
+        """One move in every game; each game that ended: its positions, search policies,
+        value targets for the player to move (value_target_mix) and returns."""
+        cfg = self.cfg
+        expand_roots(self.roots, evaluate)
+        for root in self.roots:
+            add_noise(root, cfg.dirichlet_alpha, cfg.dirichlet_fraction, self.rng)
+        search(self.roots, evaluate, cfg.num_simulations, cfg.puct_c)
+        observed = self.observe([root.state for root in self.roots])
+        ended = []
+        for i, root in enumerate(self.roots):
+            policy = root.policy()
+            explore = root.state.move_number() < cfg.temperature_moves
+            action = (int(self.rng.choice(len(policy), p=policy)) if explore
+                      else int(policy.argmax()))
+            self.records[i].append((observed[i], policy, root.player, root.value()))
+            child = root.child(action)
+            if not child.state.is_terminal():
+                self.roots[i] = child
+                continue
+            returns = child.state.returns()
+            obs, policies, players, searched = zip(*self.records[i], strict=True)
+            outcome = np.array([returns[p] for p in players], np.float32)
+            mix = cfg.value_target_mix
+            target = (1 - mix) * outcome + mix * np.array(searched, np.float32)
+            ended.append((np.stack(obs), np.stack(policies), target, returns))
+            self.records[i] = []
+            self.roots[i] = Node(self.game.new_initial_state())
+        return ended
+
+
+class SelfPlayer:
+    """Self-play on its own games with its own copy of the network (or the learner's
+    network itself, in process): the same object in the driver and in a Ray actor."""
+
+    def __init__(self, env: Any, env_config: dict[str, Any], config: AlphaZeroConfig,
+                 seed: int, model: torch.nn.Module | None = None,
+                 rng: np.random.Generator | None = None):
+        self.env = make_multiagent_env(env, env_config)
+        agent = self.env.possible_agents[0]
+        self.model = model or actor_critic(policy_obs_space(self.env.observation_space(agent)),
+                                           self.env.action_space(agent), config.model)
+        self.games = SelfPlay(search_game(self.env), self.env.observe_states, config,
+                              rng or np.random.default_rng(seed))
+
+    def evaluate(self, states: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+        device = next(self.model.parameters()).device  # the learner's, in process
+        obs = torch.as_tensor(self.env.observe_states(states), dtype=torch.float32)
+        with torch.no_grad():
+            logits, values = self.model(obs.to(device))
+        return logits.cpu().numpy(), values.cpu().numpy()
+
+    def play(self, weights: dict[str, np.ndarray] | None, rounds: int) -> list[tuple]:
+        """``rounds`` moves in each game (with ``weights`` loaded first, if given); the
+        games that ended (SelfPlay.move)."""
+        if weights is not None:
+            self.model.load_state_dict({k: torch.tensor(v) for k, v in weights.items()})
+        return [game for _ in range(rounds) for game in self.games.move(self.evaluate)]
+
+
+class LocalSelfPlayers:
+    """One SelfPlayer in the driver, acting with the learner's own network."""
+
+    size = 1
+
+    def __init__(self, player: SelfPlayer):
+        self.player = player
+
+    def play(self, weights: dict[str, np.ndarray] | None, rounds: int) -> list[tuple]:
+        return self.player.play(weights, rounds)
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+    def close(self) -> None:
+        pass
