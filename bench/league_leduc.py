@@ -10,7 +10,7 @@ network for Leduc's 936 information states; counterfactual weighting
 on-policy weighting, bench/leduc_dynamics.py), with the magnet and entropy terms
 weighted by 1 / (visits of the information state in the batch) rather than 1 / reach
 (Magnet.regulariser="visits": bounded where 1 / reach is heavy-tailed); a state critic
-(ModelConfig.state_critic: an action-value network over both hands and the public card,
+(LeagueConfig.state_critic: an action-value network over both hands and the public card,
 used as a control variate at every later node, so the advantages stay unbiased and lose
 most of the cards' and the later moves' luck; 64 x 64: 20% more moves than 128 x 128,
 and the policy ended alike); advantages in chips (standardising by the batch's spread,
@@ -40,7 +40,7 @@ CONFIG = LeagueConfig(
                       self_play_prob=1.0, exploiter_check_prob=0.0),
     magnet=Magnet(coeff=0.7, update_steps=144_000, update_growth=1.1, counterfactual=True,
                   regulariser="visits"),
-    model=ModelConfig(hiddens=(128, 128), vf_hiddens=(64, 64), state_critic=True),
+    model=ModelConfig(hiddens=(128, 128), vf_hiddens=(64, 64)), state_critic=True,
     gamma=1.0, lambda_=1.0,
     train_batch_size=4096, minibatch_size=1024, num_epochs=4,
     lr_schedule=((0, 1e-3), (2_880_000, 2e-4), (10_080_000, 2e-5), (15_840_000, 5e-6)),

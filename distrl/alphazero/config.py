@@ -93,4 +93,3 @@ class AlphaZeroConfig:
         if self.model.use_lstm:
             raise ValueError("AlphaZero searches from positions, not histories: leave "
                              "model.use_lstm off.")
-        self.model.refuse_state_critic("AlphaZero")

@@ -90,7 +90,6 @@ class ApexConfig:
     """Q-network: dense layers after the encoder (a conv stack for images)."""
 
     def __post_init__(self) -> None:
-        self.model.refuse_state_critic("Ape-X")
         if self.model.use_lstm:
             raise ValueError("Ape-X's Q-network is feed-forward: use_lstm needs recurrent "
                              "replay (R2D2, another algorithm). Use PPO or DD-PPO for memory.")

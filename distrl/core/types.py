@@ -5,7 +5,8 @@ B = samples in a batch, D = distribution-input width, E = finished episodes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -105,15 +106,13 @@ class PPOBatch:
     advantages: torch.Tensor  # [B] standardized over the whole batch
     value_targets: torch.Tensor  # [B]
     action_mask: torch.Tensor | None = None  # [B, n] bool: the loss masks illegal logits
-    magnet_dist_inputs: torch.Tensor | None = None  # [B, D] league learners' magnet (Magnet)
     prev_actions: torch.Tensor | None = None  # [B] or [B, A] (recurrent policies)
     prev_rewards: torch.Tensor | None = None  # [B]
     # Sequences of a recurrent policy's rows (Rollout.seq_starts): not indexed by row.
     sequences: Sequences | None = None
-    # Per-row weights, mean 1 (Magnet.counterfactual; None: all 1): of the policy term,
-    # and of the magnet and entropy terms.
-    pg_weights: torch.Tensor | None = None  # [B]
-    reg_weights: torch.Tensor | None = None  # [B]
+    # What a caller's loss terms (ppo.loss.LossTerm) read per row: a dataclass of [B, ...]
+    # tensors (or None), indexed with the batch (the league's: league.terms.LeagueRows).
+    extra: Any = None
 
     @staticmethod
     def from_rollout(r: Rollout, device: torch.device | str = "cpu",
@@ -130,15 +129,24 @@ class PPOBatch:
         seqs = None if r.seq_starts is None else Sequences(t(r.seq_starts), t(r.state_in))
         return PPOBatch(t(r.obs), t(r.actions), t(r.logp), t(r.dist_inputs), t(r.values),
                         t(adv.astype(np.float32)), t(r.value_targets), maybe(r.action_mask),
-                        None, maybe(r.prev_actions), maybe(r.prev_rewards), seqs)
+                        maybe(r.prev_actions), maybe(r.prev_rewards), seqs)
 
     def __len__(self) -> int:
         return int(self.obs.shape[0])
 
     def index(self, idx: torch.Tensor) -> PPOBatch:
         """The rows ``idx``, as a flat batch (its sequences are not kept)."""
-        return PPOBatch(*(None if (x := getattr(self, f.name)) is None or f.name == "sequences"
-                          else x[idx] for f in fields(self)))
+        rows = {f.name: getattr(self, f.name)[idx] for f in fields(self)
+                if f.name not in ("sequences", "extra") and getattr(self, f.name) is not None}
+        return PPOBatch(**rows, extra=index_rows(self.extra, idx))
+
+
+def index_rows(rows: Any, idx: torch.Tensor) -> Any:
+    """A dataclass of per-row tensors with only the rows ``idx`` (None stays None)."""
+    if rows is None:
+        return None
+    return replace(rows, **{f.name: x[idx] for f in fields(rows)
+                            if (x := getattr(rows, f.name)) is not None})
 
 
 def to_tensor(x: np.ndarray, device: torch.device | str = "cpu") -> torch.Tensor:

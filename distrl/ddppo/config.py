@@ -61,7 +61,6 @@ class DDPPOConfig(PPOHyperparams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.model.refuse_state_critic("DD-PPO")
         if self.train_batch_size is not None:
             raise ValueError(
                 f"Do not set `train_batch_size` ({self.train_batch_size}) for DD-PPO: each "

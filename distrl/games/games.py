@@ -13,7 +13,7 @@ in the episode), ``observation_space(agent)``, ``action_space(agent)``,
 (c) the episode is over when the returned ``obs`` is empty or ``agents`` is;
 (d) an agent with an action mask observes ``{"observation": array, "action_mask": int8
     array, 1 = legal}`` (PettingZoo classic's convention); ``split_obs`` takes it apart.
-(e) optionally, for league learners' state critics (ModelConfig.state_critic; OpenSpielEnv
+(e) optionally, for league learners' state critics (LeagueConfig.state_critic; OpenSpielEnv
     has them): ``critic_state() -> array [players, size]``, the whole state as each player
     sees it (its own information), in ``possible_agents`` order; ``critic_outcomes``, how
     many moves or chance outcomes a node has at most; and ``chance_nodes``, None or a list
@@ -204,7 +204,7 @@ class OpenSpielEnv:
         self.state: Any = None
         self.chance_logp = 0.0  # log-probability of the episode's chance outcomes so far
         self.critic_outcomes = max(n, self.game.max_chance_outcomes())
-        self.chance_nodes: list | None = None  # a list: record them (ModelConfig.state_critic)
+        self.chance_nodes: list | None = None  # a list: record them (LeagueConfig.state_critic)
         # critic_state() of the state it was read from, until that state moves on
         self._critic: tuple[Any, np.ndarray] | None = None
 
@@ -286,7 +286,7 @@ class OpenSpielEnv:
         return self.state.clone()
 
     def critic_state(self) -> np.ndarray:
-        """The whole state, for a critic (ModelConfig.state_critic): every player's
+        """The whole state, for a critic (LeagueConfig.state_critic): every player's
         information-state tensor (observation tensor) in player order, [players, size];
         zeros once the game is over. A seat's critic reads it from its own row on
         (games.seats), so it is read once per node, not once per seat; and kept until

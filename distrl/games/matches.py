@@ -59,7 +59,7 @@ class MatchLoop:
     """Steps ``envs`` (multi-agent) with the policies ``choose`` seats at each reset.
     ``max_seq_len``: the training sequences of recurrent learners (ModelConfig's);
     ``critic_states``: every game's nodes (moves and chance outcomes) are recorded with
-    the whole state (ModelConfig.state_critic); ``others_reach``: each step also records
+    the whole state (LeagueConfig.state_critic); ``others_reach``: each step also records
     the log-probability of its game so far under the other players and chance
     (Magnet.counterfactual)."""
 
@@ -68,7 +68,7 @@ class MatchLoop:
                  others_reach: bool = False):
         if critic_states and not hasattr(envs[0], "critic_outcomes"):
             raise ValueError(f"{type(envs[0]).__name__} has no critic_state() and "
-                             "critic_outcomes, which ModelConfig.state_critic needs "
+                             "critic_outcomes, which LeagueConfig.state_critic needs "
                              "(OpenSpiel games have them); turn state_critic off.")
         self.envs, self.choose, self.max_seq_len = envs, choose, max_seq_len
         if others_reach and not hasattr(envs[0], "chance_logp"):
@@ -204,7 +204,7 @@ class MatchLoop:
         information), the mover's distribution ``dist`` and move; its rewards come after
         the env's step."""
         if len(actions) != 1:
-            raise ValueError(f"a state critic (ModelConfig.state_critic) needs turn-based "
+            raise ValueError(f"a state critic (LeagueConfig.state_critic) needs turn-based "
                              f"games; here {sorted(actions)} moved at once.")
         (agent,) = actions
         seat = seats[agent]

@@ -1,6 +1,6 @@
 """Seat: one agent's steps in one episode of a match (games.matches), and the PPO
 samples they become when the episode ends: GAE over the seat's own steps, or the rest of
-the game from each step for a state critic (ModelConfig.state_critic), and the reach of
+the game from each step for a state critic (LeagueConfig.state_critic), and the reach of
 each step's game (Magnet.counterfactual).
 """
 
@@ -50,7 +50,7 @@ class Seat:
     states_in: list[np.ndarray] = field(default_factory=list)
     prev_actions: list[np.ndarray] = field(default_factory=list)
     prev_rewards: list[float] = field(default_factory=list)
-    # A state critic's inputs (ModelConfig.state_critic): the game's nodes (one list, shared
+    # A state critic's inputs (LeagueConfig.state_critic): the game's nodes (one list, shared
     # by its seats), where this seat's steps are in it, and which player the seat is.
     game: list[Node] = field(default_factory=list)
     node_ids: list[int] = field(default_factory=list)
@@ -142,7 +142,7 @@ def critic_arrays(seats: list[Seat]) -> dict[str, np.ndarray]:
     are stacked once, however many of its seats learn, and the rows gathered in one go:
     per-seat arrays cost more than the games (Leduc's seats have two steps)."""
     if not all(s.terminated for s in seats):
-        raise ValueError("a state critic (ModelConfig.state_critic) needs games that "
+        raise ValueError("a state critic (LeagueConfig.state_critic) needs games that "
                          "end by termination; a seat was truncated.")
     games = list({id(s.game): s.game for s in seats}.values())
     base = dict(zip(map(id, games), np.cumsum([0] + [len(g) for g in games]), strict=False))

@@ -75,6 +75,14 @@ class LeagueConfig(PPOHyperparams):
     plays both seats, so it gets more)."""
     num_envs: int = 16
     """Games played at once (in the driver, or by each env runner on Ray)."""
+    state_critic: bool = False
+    """In turn-based games with an env critic_state (OpenSpiel's): an MLP of its own
+    (model.vf_hiddens) over the game's whole state (in OpenSpiel every player's
+    information, so a poker critic sees both hands) values every move and chance outcome,
+    and serves as a control variate at every node after each of the seat's moves
+    (league.trainer.control_variate_returns): the advantages stay unbiased and lose the
+    noise of the others' and chance's moves. Needs gamma = 1 and a feed-forward model;
+    the policy still sees its observation only."""
     league_eval_interval: int = 5
     """Every N iterations the main agents play evaluation matches (0: never); win rates
     and Elo come only from these, never from training batches (RLlib #33472)."""
@@ -129,10 +137,13 @@ class LeagueConfig(PPOHyperparams):
                              "league_eval_random_opening_moves, league_eval_average_window "
                              "and the CPU and GPU "
                              "counts must be >= 0.")
-        if self.model.state_critic and self.gamma != 1.0:
-            raise ValueError(f"model.state_critic estimates undiscounted returns (its control "
+        if self.state_critic and self.gamma != 1.0:
+            raise ValueError(f"state_critic estimates undiscounted returns (its control "
                              f"variates run over every node of a game); set gamma=1.0 (got "
                              f"{self.gamma}) or turn state_critic off.")
+        if self.state_critic and self.model.use_lstm:
+            raise ValueError("state_critic is a feed-forward value function: turn use_lstm "
+                             "or state_critic off.")
         if self.overlap_learning and not self.num_env_runners:
             raise ValueError("overlap_learning overlaps Ray env runners with Ray learners; "
                              "set num_env_runners >= 1 or turn overlap_learning off.")

@@ -22,10 +22,9 @@ import torch
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from distrl.core.types import Rollout
-from distrl.league.config import Magnet
+from distrl.league.config import LeagueConfig, Magnet
 from distrl.league.players import learner_seed
 from distrl.league.trainer import PolicyTrainer
-from distrl.ppo.config import PPOHyperparams
 from distrl.runtime.cluster import check_resources
 from distrl.runtime.placement import holds
 from distrl.store.policy_cache import PolicySpec, flatten_policy
@@ -64,7 +63,7 @@ class PolicyLearner:
     to the policy store, and frozen snapshots of itself under new ids."""
 
     def __init__(self, policy_id: str, obs_space: gym.Space, act_space: gym.Space,
-                 config: PPOHyperparams, replay: Any, head: Any, seed: int,
+                 config: LeagueConfig, replay: Any, head: Any, seed: int,
                  magnet: Magnet, torch_threads: int = 1):
         torch.set_num_threads(torch_threads)
         self.generator = torch.Generator().manual_seed(seed)  # minibatch shuffles
@@ -143,7 +142,7 @@ class DistributedLearners:
     request the cluster cannot hold at all is refused before anything starts.
     """
 
-    def __init__(self, config: PPOHyperparams, max_policies: int, num_shards: int | None = None,
+    def __init__(self, config: LeagueConfig, max_policies: int, num_shards: int | None = None,
                  num_gpus: float = 0.0, cpus_per_learner: float = 1.0, seed: int = 0,
                  magnet: Magnet | None = None, timeout_s: float = 600.0,
                  torch_threads: int = 1):

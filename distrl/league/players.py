@@ -90,7 +90,7 @@ class LocalPlayers:
         self.policies = outside_players(int(act_space.n), cfg.rules.bots, envs[0], run.seed)
         self.policies.update({pid: LocalPolicy(t.model) for pid, t in self.trainers.items()})
         self.games = MatchLoop(envs, choose, run.seed, cfg.model.max_seq_len,
-                               cfg.model.state_critic, cfg.magnet.counterfactual)
+                               cfg.state_critic, cfg.magnet.counterfactual)
         self.env_name = env_name(run.env)
         self.pending: dict[str, Rollout] = {}
 

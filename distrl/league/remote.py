@@ -136,7 +136,7 @@ class RayPlayers:
                         mappings=self._draw(cfg.num_envs, self.ids), gamma=cfg.gamma,
                         lambda_=cfg.gae_lambda, max_cached_policies=cfg.max_cached_policies,
                         max_seq_len=cfg.model.max_seq_len, bots=cfg.rules.bots,
-                        critic_states=cfg.model.state_critic,
+                        critic_states=cfg.state_critic,
                         others_reach=cfg.magnet.counterfactual)
 
         return Supervisor("match_runners", MatchRunner, kwargs, cfg.num_env_runners,

@@ -9,19 +9,24 @@ import dataclasses
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 
 from distrl.core.learner import Learner
 from distrl.core.sampling import seed_for
 from distrl.core.sequences import unroll_rows
 from distrl.core.types import PPOBatch, Rollout, to_tensor
-from distrl.league.config import Magnet
+from distrl.league.config import LeagueConfig, Magnet
+from distrl.league.terms import (
+    LeagueRows,
+    counterfactual_weights,
+    magnet_term,
+    reweighting_term,
+    visit_weights,
+)
 from distrl.models.actor_critic import StateCritic
 from distrl.models.distributions import mask_logits
 from distrl.models.recurrent import actor_critic
-from distrl.ppo.config import PPOHyperparams
-from distrl.ppo.loss import ppo_update, update_kl_coeff
+from distrl.ppo.loss import LossTerm, ppo_update, update_kl_coeff
 
 
 class PolicyTrainer:
@@ -29,13 +34,12 @@ class PolicyTrainer:
     adaptive KL coefficient and env steps (for its schedules). The same object trains in
     the driver (num_env_runners=0) and inside a Ray PolicyLearner."""
 
-    def __init__(self, obs_space: gym.Space, act_space: gym.Space, cfg: PPOHyperparams,
+    def __init__(self, obs_space: gym.Space, act_space: gym.Space, cfg: LeagueConfig,
                  device: torch.device | str = "cpu", magnet: Magnet | None = None,
                  seed: int = 0):
         self.obs_space, self.act_space, self.cfg = obs_space, act_space, cfg
         # A state critic replaces the policy's value head, which then trains no more.
-        self.ppo_cfg = (dataclasses.replace(cfg, vf_loss_coeff=0.0) if cfg.model.state_critic
-                        else cfg)
+        self.state_critic = cfg.state_critic
         self.seed, self.resets = seed, 0
         self.magnet_cfg = magnet or Magnet()  # off
         self.device = torch.device(device)
@@ -74,24 +78,35 @@ class PolicyTrainer:
         if rollout.critic_obs is not None:
             rollout, critic_data = self._critic_advantages(rollout)
         batch = PPOBatch.from_rollout(rollout, self.device, cfg.advantage_stats())
-        if self.magnet is not None:
-            batch.magnet_dist_inputs = self._magnet_inputs(batch)
-        if self.magnet_cfg.counterfactual:
-            if rollout.reach_logp is None:
-                raise ValueError("Magnet.counterfactual needs rollouts with reach_logp (a "
-                                 "MatchLoop with others_reach=True); these have none.")
-            batch.pg_weights, batch.reg_weights = counterfactual_weights(rollout.reach_logp,
-                                                                         self.device)
-            if self.magnet_cfg.regulariser == "visits":
-                batch.reg_weights = visit_weights(rollout.obs, self.device)
-        metrics = ppo_update(self.learner, batch, self.ppo_cfg, self.kl_coeff,
-                             cfg.entropy_coeff_at(self.env_steps), generator,
-                             magnet_coeff=self.magnet_cfg.coeff)
+        entropy_coeff = cfg.entropy_coeff_at(self.env_steps)
+        terms = self._terms(rollout, batch, entropy_coeff)
+        metrics = ppo_update(self.learner, batch, cfg, self.kl_coeff, entropy_coeff, generator,
+                             terms=terms, value_loss=not self.state_critic)
         if cfg.use_kl_loss:
             self.kl_coeff = update_kl_coeff(self.kl_coeff, metrics["kl"], cfg.kl_target)
         if rollout.critic_obs is not None:
             metrics["critic_loss"] = self._fit_critic(*critic_data, rollout.size, generator)
         return metrics
+
+    def _terms(self, rollout: Rollout, batch: PPOBatch, entropy_coeff: float
+               ) -> list[LossTerm]:
+        """The magnet's and the counterfactual weights' loss terms, with the rows they
+        read put in ``batch.extra``."""
+        rows, terms, dist = LeagueRows(), [], self.model.dist
+        if self.magnet is not None:
+            rows.magnet = self._magnet_inputs(batch)
+            terms.append(magnet_term(dist, self.magnet_cfg.coeff))
+        if self.magnet_cfg.counterfactual:
+            if rollout.reach_logp is None:
+                raise ValueError("Magnet.counterfactual needs rollouts with reach_logp (a "
+                                 "MatchLoop with others_reach=True); these have none.")
+            rows.pg_weights, rows.reg_weights = counterfactual_weights(rollout.reach_logp,
+                                                                       self.device)
+            if self.magnet_cfg.regulariser == "visits":
+                rows.reg_weights = visit_weights(rollout.obs, self.device)
+            terms.append(reweighting_term(dist, self.cfg.clip_param, entropy_coeff))
+        batch.extra = rows if terms else None
+        return terms
 
     def _critic_advantages(self, rollout: Rollout) -> tuple[Rollout, tuple[torch.Tensor, ...]]:
         """The rollout with the state critic's control-variate advantages
@@ -169,17 +184,6 @@ class PolicyTrainer:
             self._state_critic(size, outcomes).set_state(state["critic"])
 
 
-def counterfactual_weights(reach_logp: np.ndarray, device: torch.device
-                           ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Magnet.counterfactual's row weights from [B, 2] (own, others') log-probabilities
-    of the game so far: 1 / own and 1 / (own x others), each over its mean."""
-    def inverse(logp: np.ndarray) -> torch.Tensor:
-        w = np.exp(logp.max() - logp)  # scaled by the largest probability: no overflow
-        return torch.as_tensor(w / w.mean(), dtype=torch.float32, device=device)
-    x = reach_logp.astype(np.float64)
-    return inverse(x[:, 0]), inverse(x.sum(1))
-
-
 def control_variate_returns(q: torch.Tensor, probs: torch.Tensor, choice: torch.Tensor,
                             rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Each node's estimate of its chosen move's value, and the row's first node's baseline,
@@ -205,15 +209,3 @@ def control_variate_returns(q: torch.Tensor, probs: torch.Tensor, choice: torch.
         targets[:, n] = torch.where(live[:, n], rewards[:, n] + u, 0.0)
         u = torch.where(live[:, n], values[:, n] + targets[:, n] - chosen[:, n], 0.0)
     return targets, values[:, 0]
-
-
-def visit_weights(obs: np.ndarray, device: torch.device) -> torch.Tensor:
-    """Magnet.regulariser "visits": 1 / (the rows with the same observation), over its
-    mean, so each distinct observation in the batch weighs alike."""
-    flat = np.ascontiguousarray(obs.reshape(len(obs), -1))
-    # Rows as opaque bytes: a 1-D unique, 20x faster than unique(axis=0)'s row sort
-    # (bytes compare -0.0 and 0.0 apart; observations here are one-hot / counts).
-    rows = flat.view(np.dtype((np.void, flat.shape[1] * flat.itemsize))).ravel()
-    _, inverse, counts = np.unique(rows, return_inverse=True, return_counts=True)
-    w = 1.0 / counts[inverse]
-    return torch.as_tensor(w / w.mean(), dtype=torch.float32, device=device)

@@ -197,7 +197,7 @@ class ActorCritic(nn.Module):
 
 class StateCritic(nn.Module):
     """An action-value MLP over a game's whole state, beside a league learner's
-    ActorCritic (ModelConfig.state_critic): [B, outcomes] values, to the player whose
+    ActorCritic (LeagueConfig.state_critic): [B, outcomes] values, to the player whose
     view the state is, of each move or chance outcome from states [B, size]."""
 
     def __init__(self, size: int, outcomes: int, cfg: ModelConfig):

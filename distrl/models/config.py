@@ -41,15 +41,6 @@ class ModelConfig:
     """MeanStdFilter: normalize flat observations by running mean/std (clipped to +-10);
     the statistics live in the network's buffers, so checkpoints and eval apply them."""
 
-    state_critic: bool = False
-    """League learners only, in turn-based games with an env critic_state (OpenSpiel's):
-    an MLP of its own (vf_hiddens) over the game's whole state (in OpenSpiel every
-    player's information, so a poker critic sees both hands) values every move and chance
-    outcome, and serves as a control variate at every node after each of the seat's moves
-    (league.trainer.control_variate_returns): the advantages stay unbiased and lose the
-    noise of the others' and chance's moves. Needs gamma = 1; the policy still sees its
-    observation only."""
-
     use_lstm: bool = False
     """An LSTM core between the encoder (conv stack and hiddens) and the heads, for
     partially observed tasks (RLlib's use_lstm): PPO, DD-PPO and league learners (a
@@ -75,15 +66,6 @@ class ModelConfig:
                                              for f in self.conv_filters)):
             raise ValueError(f"`conv_filters` {self.conv_filters} must be (out_channels, "
                              "kernel, stride) triples of positive ints, e.g. ((16, 8, 4),).")
-        if self.state_critic and self.use_lstm:
-            raise ValueError("state_critic is a feed-forward value function: turn use_lstm "
-                             "or state_critic off.")
         if self.lstm_cell_size <= 0 or self.max_seq_len <= 0:
             raise ValueError(f"`lstm_cell_size` ({self.lstm_cell_size}) and `max_seq_len` "
                              f"({self.max_seq_len}) must be > 0.")
-
-    def refuse_state_critic(self, algo: str) -> None:
-        """A ValueError when state_critic is on for an algorithm other than the league."""
-        if self.state_critic:
-            raise ValueError(f"state_critic needs a game's whole state, which only league "
-                             f"learners get; {algo} has none: turn model.state_critic off.")

@@ -142,7 +142,6 @@ class PPOConfig(PPOHyperparams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.model.refuse_state_critic("PPO")
         check_positive(self, "train_batch_size", "num_envs_per_env_runner")
         if self.minibatch_size > self.train_batch_size:
             raise ValueError(

@@ -1,10 +1,11 @@
 """PPO's loss and update: clipped surrogate, value loss, entropy bonus, adaptive KL
-penalty (and a league's magnet term), minibatch SGD over one train batch.
+penalty, minibatch SGD over one train batch. Other algorithms add their own ideas as
+loss terms (LossTerm), never here: the league's magnet and reweighting are league.terms.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -13,6 +14,22 @@ from distrl.core.sequences import unroll_rows
 from distrl.core.types import PPOBatch
 from distrl.models.distributions import mask_logits
 from distrl.ppo.config import PPOHyperparams
+
+LossTerm = Callable[[torch.Tensor, torch.Tensor, PPOBatch],
+                    tuple[torch.Tensor, dict[str, torch.Tensor]]]
+"""A term added to PPO's loss: (the current distribution inputs [B, D], values [B], the
+minibatch) -> (its loss, weighted as it wants; its metrics, detached). It reads the rows
+it needs from ``minibatch.extra``, indexed with the rest of the batch."""
+
+
+def clipped_surrogate(logp: torch.Tensor, batch: PPOBatch, clip_param: float
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row [B]: PPO's clipped surrogate objective, and whether the ratio left the
+    clip range (its mean is SB3's and CleanRL's clip_fraction)."""
+    ratio = torch.exp(logp - batch.logp)
+    adv = batch.advantages
+    surrogate = torch.min(adv * ratio, adv * ratio.clamp(1 - clip_param, 1 + clip_param))
+    return surrogate, (ratio - 1).abs() > clip_param
 
 
 def ppo_loss(
@@ -23,38 +40,40 @@ def ppo_loss(
     dist,  # Categorical or DiagGaussian
     kl_coeff: float,
     entropy_coeff: float,
-    magnet_coeff: float = 0.0,
+    terms: Sequence[LossTerm] = (),
+    value_loss: bool = True,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Total loss and its parts (detached) for one minibatch."""
-    logp = dist.log_prob(dist_inputs, batch.actions)
-    ratio = torch.exp(logp - batch.logp)
-    adv = batch.advantages
-    surrogate = torch.min(adv * ratio, adv * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param))
-    policy_loss = -_weighted_mean(batch.pg_weights)(surrogate)
-    reg_mean = _weighted_mean(batch.reg_weights)  # the magnet's and entropy's terms
-    entropy = reg_mean(dist.entropy(dist_inputs))
-    vf_loss = torch.zeros(())
-    if cfg.vf_loss_coeff > 0:  # 0: the values come from elsewhere (league state critics)
+    """Total loss and its parts (detached) for one minibatch; ``value_loss=False``: the
+    values come from elsewhere (a league's state critic) and the value head is not
+    trained."""
+    surrogate, clipped = clipped_surrogate(dist.log_prob(dist_inputs, batch.actions), batch,
+                                           cfg.clip_param)
+    policy_loss = -surrogate.mean()
+    entropy = dist.entropy(dist_inputs).mean()
+    loss = policy_loss - entropy_coeff * entropy
+    parts = {"policy_loss": policy_loss, "entropy": entropy,
+             "clip_fraction": clipped.float().mean()}
+    if value_loss:
         vf_err = (values - batch.value_targets).pow(2)
         if cfg.vf_clip_param is not None:
             vf_err = vf_err.clamp(max=cfg.vf_clip_param)
-        vf_loss = vf_err.mean()
-    loss = policy_loss + cfg.vf_loss_coeff * vf_loss - entropy_coeff * entropy
-    parts = {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
+        parts["vf_loss"] = vf_err.mean()
+        loss = loss + cfg.vf_loss_coeff * parts["vf_loss"]
     if cfg.use_kl_loss and kl_coeff > 0:  # skipped otherwise: it costs a softmax per step
         parts["kl"] = dist.kl(batch.dist_inputs, dist_inputs).mean()
         loss = loss + kl_coeff * parts["kl"]
-    if magnet_coeff > 0 and batch.magnet_dist_inputs is not None:
-        parts["magnet_kl"] = reg_mean(dist.kl(dist_inputs, batch.magnet_dist_inputs))
-        loss = loss + magnet_coeff * parts["magnet_kl"]
+    for term in terms:
+        term_loss, term_parts = term(dist_inputs, values, batch)
+        loss = loss + term_loss
+        parts.update(term_parts)
     return loss, {k: v.detach() for k, v in parts.items()}
 
 
-def _weighted_mean(weights: torch.Tensor | None) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Mean over rows, each weighted (weights of mean 1; None: the plain mean)."""
-    if weights is None:
-        return torch.mean
-    return lambda x: (x * weights).mean()
+def explained_variance(values: torch.Tensor, targets: torch.Tensor) -> float:
+    """1 - Var(targets - values) / Var(targets) (SB3's and CleanRL's): 1 for a perfect
+    value function, 0 for a constant one; nan when the targets do not vary."""
+    var = targets.var()
+    return float("nan") if var == 0 else float(1 - (targets - values).var() / var)
 
 
 def update_kl_coeff(kl_coeff: float, kl: float, kl_target: float) -> float:
@@ -74,7 +93,8 @@ def ppo_update(
     entropy_coeff: float,
     generator: torch.Generator | None = None,
     num_minibatches: int | None = None,
-    magnet_coeff: float = 0.0,
+    terms: Sequence[LossTerm] = (),
+    value_loss: bool = True,
 ) -> dict[str, float]:
     """num_epochs of minibatch SGD on one train batch; returns mean metrics.
 
@@ -85,7 +105,8 @@ def ppo_update(
     whole batch after the last step, the quantity the KL coefficient adapts to.
 
     A recurrent batch (``batch.sequences``) is split into whole sequences instead of
-    rows; each minibatch runs its sequences from their stored states.
+    rows; each minibatch runs its sequences from their stored states. ``terms`` are
+    added to every minibatch's loss (ppo_loss).
     """
     model = learner.model
     recurrent = batch.sequences is not None
@@ -99,13 +120,13 @@ def ppo_update(
             if len(idx) == 0:  # DD-PPO: fewer sequences here than the ranks' shared count
                 learner.step(sum(p.sum() for p in learner.params) * 0.0, 0)
                 continue
-            mb, dist_inputs, values = _forward(model, batch, idx, cfg.vf_loss_coeff > 0)
+            mb, dist_inputs, values = _forward(model, batch, idx, value_loss)
             if cfg.advantage_normalization == "minibatch" and len(mb) > 1:
                 adv = mb.advantages
                 mb.advantages = (adv - adv.mean()) / (adv.std() + 1e-8)
             dist_inputs = mask_logits(dist_inputs, mb.action_mask)
             loss, parts = ppo_loss(dist_inputs, values, mb, cfg, model.dist, kl_coeff,
-                                   entropy_coeff, magnet_coeff)
+                                   entropy_coeff, terms, value_loss)
             parts.update(learner.step(loss, len(mb)))
             for k, v in parts.items():
                 sums[k] = sums.get(k, 0.0) + v
@@ -115,6 +136,7 @@ def ppo_update(
         mb, dist_inputs, _ = _forward(model, batch, None, value=False)
         dist_inputs = mask_logits(dist_inputs, mb.action_mask)
         metrics["kl"] = float(model.dist.kl(mb.dist_inputs, dist_inputs).mean())
+    metrics["explained_variance"] = explained_variance(batch.values, batch.value_targets)
     return metrics
 
 

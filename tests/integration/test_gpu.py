@@ -91,7 +91,7 @@ def test_league_state_critic_trains_on_cuda():
                      critic_states=True)
     rollout = loop.collect({"A": RandomPolicy(2)}.__getitem__, {"A"}, 256, 1.0, 1.0
                            ).rollouts["A"]
-    config = LeagueConfig(model=replace(TINY, state_critic=True), minibatch_size=64,
+    config = LeagueConfig(model=TINY, state_critic=True, minibatch_size=64,
                           num_epochs=2, gamma=1.0)
     trainer = PolicyTrainer(*spaces, config, device="cuda")
     metrics = trainer.update(rollout)

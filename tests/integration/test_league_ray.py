@@ -19,8 +19,8 @@ GAME = "pettingzoo:connect_four_v3"
 
 def test_runner_switches_mappings_at_next_reset_and_picks_up_new_versions(ray_local):
     from distrl.games.games import make_multiagent_env, policy_obs_space
-    from distrl.league.remote import MatchRunner
     from distrl.league.learners import DistributedLearners
+    from distrl.league.remote import MatchRunner
 
     env = make_multiagent_env(GAME)
     obs_space = policy_obs_space(env.observation_space("player_0"))
@@ -157,7 +157,7 @@ def test_ray_league_state_critics_train_in_their_learners(ray_local, tmp_path):
     from distrl import ModelConfig
 
     pytest.importorskip("pyspiel")
-    config = replace(CONFIG, model=ModelConfig(hiddens=(32,), state_critic=True), gamma=1.0)
+    config = replace(CONFIG, model=ModelConfig(hiddens=(32,)), state_critic=True, gamma=1.0)
     run = RunConfig(env="openspiel:kuhn_poker", logdir=str(tmp_path), progress=False,
                     max_env_steps=1_500)
     result = train_league(config, run)

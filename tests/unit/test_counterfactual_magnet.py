@@ -15,7 +15,14 @@ from distrl.core.types import PPOBatch  # noqa: E402
 from distrl.games.games import make_multiagent_env, policy_obs_space  # noqa: E402
 from distrl.games.matches import MatchLoop  # noqa: E402
 from distrl.games.policies import LocalPolicy  # noqa: E402
-from distrl.league.trainer import PolicyTrainer, counterfactual_weights  # noqa: E402
+from distrl.league.terms import (  # noqa: E402
+    LeagueRows,
+    counterfactual_weights,
+    magnet_term,
+    reweighting_term,
+    visit_weights,
+)
+from distrl.league.trainer import PolicyTrainer  # noqa: E402
 from distrl.models.actor_critic import ActorCritic  # noqa: E402
 from distrl.models.distributions import Categorical  # noqa: E402
 from distrl.ppo.config import PPOHyperparams  # noqa: E402
@@ -88,13 +95,13 @@ def test_visit_weights_give_each_information_state_of_the_batch_one_share(monkey
     keys = [row.tobytes() for row in r.obs]
     counts = {k: keys.count(k) for k in keys}
     naive = np.array([1 / counts[k] for k in keys])
-    weights = trainer_module.visit_weights(r.obs, torch.device("cpu")).numpy()
+    weights = visit_weights(r.obs, torch.device("cpu")).numpy()
     np.testing.assert_allclose(weights, naive / naive.mean(), rtol=1e-5)
     assert 6 <= len(counts) <= 12 and weights.max() / weights.min() > 5  # of 12 states
     seen = {}
 
     def capture(learner, batch, *args, **kwargs):
-        seen["reg"], seen["pg"] = batch.reg_weights, batch.pg_weights
+        seen["reg"], seen["pg"] = batch.extra.reg_weights, batch.extra.pg_weights
         return {"kl": 0.0}
 
     monkeypatch.setattr(trainer_module, "ppo_update", capture)
@@ -118,19 +125,29 @@ def test_weights_scale_the_policy_and_the_regularisers_apart():
                      logp=torch.log(torch.tensor([0.5, 0.5])), dist_inputs=torch.zeros(2, 2),
                      values=torch.zeros(2), advantages=torch.tensor([1.0, -2.0]),
                      value_targets=torch.zeros(2))
-    batch.magnet_dist_inputs = torch.zeros(2, 2)  # a uniform magnet
-    plain = ppo_loss(logits, torch.zeros(2), batch, cfg, Categorical, 0.0, 0.1, 0.3)[1]
-    batch.pg_weights, batch.reg_weights = torch.tensor([1.6, 0.4]), torch.tensor([0.5, 1.5])
-    weighted = ppo_loss(logits, torch.zeros(2), batch, cfg, Categorical, 0.0, 0.1, 0.3)[1]
+    terms = [magnet_term(Categorical, 0.3), reweighting_term(Categorical, cfg.clip_param, 0.1)]
+    batch.extra = LeagueRows(magnet=torch.zeros(2, 2))  # a uniform magnet
+    plain_loss, plain = ppo_loss(logits, torch.zeros(2), batch, cfg, Categorical, 0.0, 0.1,
+                                 terms)
+    batch.extra = LeagueRows(torch.zeros(2, 2), torch.tensor([1.6, 0.4]), torch.tensor([0.5, 1.5]))
+    loss, weighted = ppo_loss(logits, torch.zeros(2), batch, cfg, Categorical, 0.0, 0.1, terms)
     entropy = [-(p * math.log(p) + (1 - p) * math.log(1 - p)) for p in (0.6, 0.9)]
     kl = [math.log(2) - h for h in entropy]  # KL(p || uniform) = log 2 - H(p)
-    assert weighted["entropy"].item() == pytest.approx((0.5 * entropy[0] + 1.5 * entropy[1]) / 2)
+    assert weighted["weighted_entropy"].item() == pytest.approx(
+        (0.5 * entropy[0] + 1.5 * entropy[1]) / 2)
     assert weighted["magnet_kl"].item() == pytest.approx((0.5 * kl[0] + 1.5 * kl[1]) / 2)
     assert plain["magnet_kl"].item() == pytest.approx(sum(kl) / 2)
     # Ratios 1.2 (A = 1) and 0.2 (A = -2, clipped to 0.8): surrogates 1.2 and -1.6.
     assert plain["policy_loss"].item() == pytest.approx(-(1.2 - 1.6) / 2, rel=1e-5)
-    assert weighted["policy_loss"].item() == pytest.approx(-(1.6 * 1.2 - 0.4 * 1.6) / 2,
-                                                           rel=1e-5)
+    weighted_pg = -(1.6 * 1.2 - 0.4 * 1.6) / 2
+    assert weighted["weighted_policy_loss"].item() == pytest.approx(weighted_pg, rel=1e-5)
+    # The total: the weighted policy term, minus 0.1 x the weighted entropy, plus 0.3 x
+    # the weighted KL to the magnet, and PPO's value loss (0 here)
+    expected = (weighted_pg - 0.1 * (0.5 * entropy[0] + 1.5 * entropy[1]) / 2
+                + 0.3 * (0.5 * kl[0] + 1.5 * kl[1]) / 2)
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
+    assert plain_loss.item() == pytest.approx(-(1.2 - 1.6) / 2 - 0.1 * sum(entropy) / 2
+                                              + 0.3 * sum(kl) / 2, rel=1e-5)
 
 
 def test_a_counterfactual_learner_trains_on_kuhn_and_bad_setups_are_refused():

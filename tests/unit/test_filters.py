@@ -9,8 +9,8 @@ import torch
 from distrl import ModelConfig, PPOConfig, RunConfig, train_ppo
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.evaluation import load_policy
-from distrl.models.filters import RunningStats, discounted_returns
 from distrl.models.actor_critic import OBS_CLIP, ActorCritic
+from distrl.models.filters import RunningStats, discounted_returns
 
 
 def test_merged_runner_statistics_equal_those_of_the_concatenated_samples():

@@ -61,7 +61,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         path.append(m)
         for d in sorted(graph.get(m, ())):
             if state.get(d) == "open":
-                found.append(path[path.index(d):] + [d])
+                found.append([*path[path.index(d):], d])
             elif d not in state:
                 visit(d)
         path.pop()

@@ -11,7 +11,7 @@ from distrl.models.actor_critic import ActorCritic
 from distrl.models.config import ModelConfig
 from distrl.models.distributions import Categorical
 from distrl.ppo.config import PPOHyperparams
-from distrl.ppo.loss import ppo_loss, ppo_update, update_kl_coeff
+from distrl.ppo.loss import explained_variance, ppo_loss, ppo_update, update_kl_coeff
 
 
 def two_sample_batch(advantages):
@@ -43,6 +43,20 @@ def test_ppo_loss_against_hand_computed_numbers():
     assert parts["kl"].item() == pytest.approx(kl, rel=1e-4)
     expected = 0.35 + 0.5 * 3.0 - 0.01 * entropy + 0.2 * kl
     assert loss.item() == pytest.approx(expected, rel=1e-5)
+    assert parts["clip_fraction"].item() == 1.0  # |1.2 - 1| and |0.8 - 1| exceed 0.1
+    no_value, parts = ppo_loss(new_logits, values, two_sample_batch([1.0, -2.0]), cfg,
+                               Categorical, kl_coeff=0.2, entropy_coeff=0.01, value_loss=False)
+    assert "vf_loss" not in parts
+    assert no_value.item() == pytest.approx(expected - 0.5 * 3.0, rel=1e-5)
+
+
+def test_explained_variance_against_hand_computed_numbers():
+    targets = torch.tensor([1.0, 2.0, 3.0])
+    assert explained_variance(targets, targets) == 1.0
+    assert explained_variance(torch.zeros(3), targets) == pytest.approx(0.0)
+    # residuals (0, 0, 1): sample variance 1/3, the targets' 1
+    assert explained_variance(torch.tensor([1.0, 2.0, 2.0]), targets) == pytest.approx(2 / 3)
+    assert math.isnan(explained_variance(torch.zeros(2), torch.ones(2)))
 
 
 def test_ppo_loss_gradient_vanishes_only_where_the_clip_binds():
@@ -68,6 +82,7 @@ def test_ppo_loss_gradient_vanishes_only_where_the_clip_binds():
     torch.testing.assert_close(logits.grad, torch.stack([expected_first, -expected_first], -1))
     # surrogates min(A * r, A * clip(r)): 1.2, -0.8, 1.1, -1.6, 0.4; mean 0.06
     assert parts["policy_loss"].item() == pytest.approx(-0.06, rel=1e-5)
+    assert parts["clip_fraction"].item() == pytest.approx(0.8)  # all but ratio 1.1
 
 
 def test_kl_coefficient_adapts_like_rllib():
@@ -188,13 +203,15 @@ def test_minibatch_advantage_normalization_is_affine_invariant(mode):
 
 
 def test_magnet_term_is_kl_from_policy_to_magnet():
+    from distrl.league.terms import LeagueRows, magnet_term
+
     cfg = PPOHyperparams(use_kl_loss=False)
     new_logits = torch.log(torch.tensor([[0.6, 0.4], [0.6, 0.4]]))
     batch = two_sample_batch([1.0, -2.0])
     base, _ = ppo_loss(new_logits, torch.zeros(2), batch, cfg, Categorical, 0.0, 0.0)
-    batch.magnet_dist_inputs = torch.log(torch.tensor([[0.9, 0.1], [0.5, 0.5]]))
+    batch.extra = LeagueRows(magnet=torch.log(torch.tensor([[0.9, 0.1], [0.5, 0.5]])))
     loss, parts = ppo_loss(new_logits, torch.zeros(2), batch, cfg, Categorical, 0.0, 0.0,
-                           magnet_coeff=0.3)
+                           terms=[magnet_term(Categorical, 0.3)])
     # KL(policy || magnet), the reverse of the trust-region KL: sum_a p log(p / m)
     kl = [0.6 * math.log(0.6 / m0) + 0.4 * math.log(0.4 / (1 - m0)) for m0 in (0.9, 0.5)]
     assert parts["magnet_kl"].item() == pytest.approx(sum(kl) / 2, rel=1e-5)
@@ -202,7 +219,7 @@ def test_magnet_term_is_kl_from_policy_to_magnet():
 
 
 def test_trainer_moves_its_magnet_to_the_policy_every_update_steps():
-    from distrl.league.config import Magnet
+    from distrl.league.config import LeagueConfig, Magnet
     from distrl.league.trainer import PolicyTrainer
     from tests.fakes import random_rollout
 
@@ -211,7 +228,7 @@ def test_trainer_moves_its_magnet_to_the_policy_every_update_steps():
 
     torch.manual_seed(0)
     spaces = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
-    cfg = PPOHyperparams(minibatch_size=32, num_epochs=2, lr=1e-2, use_kl_loss=False)
+    cfg = LeagueConfig(minibatch_size=32, num_epochs=2, lr=1e-2, use_kl_loss=False)
     trainer = PolicyTrainer(*spaces, cfg, magnet=Magnet(coeff=0.5, update_steps=64))
     initial = params(trainer.model)
     metrics = trainer.update(random_rollout(32, 0))  # 32 steps: the magnet stays put
@@ -229,13 +246,13 @@ def test_trainer_moves_its_magnet_to_the_policy_every_update_steps():
 
 
 def test_magnet_phases_lengthen_by_update_growth_and_resume():
-    from distrl.league.config import Magnet
+    from distrl.league.config import LeagueConfig, Magnet
     from distrl.league.trainer import PolicyTrainer
     from tests.fakes import random_rollout
 
     torch.manual_seed(0)
     spaces = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
-    cfg = PPOHyperparams(minibatch_size=32, num_epochs=1, lr=1e-2, use_kl_loss=False)
+    cfg = LeagueConfig(minibatch_size=32, num_epochs=1, lr=1e-2, use_kl_loss=False)
     magnet = Magnet(coeff=0.5, update_steps=64, update_growth=2.0)
     assert [magnet.phase_steps(k) for k in range(3)] == [64, 128, 256]
     trainer = PolicyTrainer(*spaces, cfg, magnet=magnet)

@@ -1,4 +1,4 @@
-"""State critics (ModelConfig.state_critic): the game nodes league seats record, the
+"""State critics (LeagueConfig.state_critic): the game nodes league seats record, the
 learner's control-variate advantages over them, and a critic that learns the values of a
 poker game's hidden-card states."""
 
@@ -8,7 +8,7 @@ import torch
 
 pyspiel = pytest.importorskip("pyspiel")
 
-from distrl import LeagueConfig, ModelConfig, PPOConfig  # noqa: E402
+from distrl import LeagueConfig, ModelConfig  # noqa: E402
 from distrl.games.games import make_multiagent_env, policy_obs_space  # noqa: E402
 from distrl.games.matches import MatchLoop  # noqa: E402
 from distrl.games.policies import LocalPolicy, RandomPolicy  # noqa: E402
@@ -16,7 +16,7 @@ from distrl.league.trainer import PolicyTrainer, control_variate_returns  # noqa
 from distrl.models.actor_critic import ActorCritic  # noqa: E402
 
 SIZES = {"kuhn_poker": 11, "leduc_poker": 30}  # information-state tensors
-CONFIG = LeagueConfig(model=ModelConfig(hiddens=(32, 32), state_critic=True), lr=1e-2,
+CONFIG = LeagueConfig(model=ModelConfig(hiddens=(32, 32)), state_critic=True, lr=1e-2,
                       gamma=1.0, minibatch_size=256, num_epochs=4, use_kl_loss=False)
 
 
@@ -226,7 +226,7 @@ def test_a_state_critic_learns_the_values_of_hidden_card_states():
 
 def test_the_critic_resumes_from_a_checkpoint_and_bad_setups_are_refused():
     torch.manual_seed(0)
-    cfg = LeagueConfig(model=ModelConfig(hiddens=(16,), state_critic=True), minibatch_size=64,
+    cfg = LeagueConfig(model=ModelConfig(hiddens=(16,)), state_critic=True, minibatch_size=64,
                        num_epochs=1, gamma=1.0)
     trainer = PolicyTrainer(*spaces("kuhn_poker"), cfg)
     rollout = self_play("kuhn_poker", RandomPolicy(2), 128, seed=3).rollouts["A"]
@@ -241,11 +241,9 @@ def test_the_critic_resumes_from_a_checkpoint_and_bad_setups_are_refused():
     states = torch.as_tensor(rollout.critic_obs[:, 0])
     torch.testing.assert_close(restored.critic.model(states), trainer.critic.model(states))
     assert restored.critic.opt.state_dict()["state"]  # Adam's moments came back too
-    with pytest.raises(ValueError, match="only league"):
-        PPOConfig(model=ModelConfig(state_critic=True))
     with pytest.raises(ValueError, match="use_lstm"):
-        ModelConfig(state_critic=True, use_lstm=True)
+        LeagueConfig(model=ModelConfig(use_lstm=True), state_critic=True, gamma=1.0)
     with pytest.raises(ValueError, match=r"gamma=1\.0"):
-        LeagueConfig(model=ModelConfig(state_critic=True), gamma=0.99)
+        LeagueConfig(state_critic=True, gamma=0.99)
     with pytest.raises(ValueError, match="no critic_state"):
         MatchLoop([object()], lambda i: {}, seed=0, critic_states=True)
