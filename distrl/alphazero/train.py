@@ -20,6 +20,7 @@ import copy
 from typing import Any
 
 import numpy as np
+import torch
 
 from distrl.alphazero.config import AlphaZeroConfig
 from distrl.alphazero.loss import alphazero_loss
@@ -54,8 +55,7 @@ def train_alphazero(config: AlphaZeroConfig | None = None, run: RunConfig | None
                          "episodes of one agent: use --eval-interval, --eval-games and "
                          "--eval-opponent instead of --evaluation-interval/--stop-return.")
     az = AlphaZeroRun(start)
-    return drive(start, az.progress, az.iterate, az.save, az.players.close, az.ray_start_s,
-                 lambda: az.model, lambda metrics: None)
+    return drive(start, az)
 
 
 class AlphaZeroRun:
@@ -158,6 +158,15 @@ class AlphaZeroRun:
         win, draw, _ = win_draw_loss(results, PLAYER, opponent)
         return {f"eval/win_rate_vs_{opponent}": float(win),
                 f"eval/draw_rate_vs_{opponent}": float(draw)}
+
+    def policy(self) -> torch.nn.Module:
+        return self.model
+
+    def should_stop(self, metrics: dict[str, Any]) -> str | None:
+        return None  # the run's own stop conditions only
+
+    def close(self) -> None:
+        self.players.close()
 
     def save(self) -> Any:
         weights = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}

@@ -25,6 +25,7 @@ from distrl.apex.roles import (
 from distrl.core.config import RunConfig
 from distrl.core.envs import env_spaces
 from distrl.core.loop import (
+    Closures,
     drive,
     learner_device,
     max_env_steps,
@@ -85,7 +86,8 @@ def train_apex(config: ApexConfig | None = None, run: RunConfig | None = None
                         {"stored": engine.stored},
                         more={"replay": {"state.pt": engine.get_state()}})
 
-    return drive(start, progress, iterate, save, engine.close, ray_start_s, learner.snapshot)
+    return drive(start, Closures(progress, iterate, save, engine.close, learner.snapshot,
+                                 ray_start_s))
 
 
 def make_engine(config: ApexConfig, run: RunConfig, learner: DQNLearner, obs_space: gym.Space,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -153,11 +153,43 @@ def max_env_steps(run: RunConfig) -> int:
     return min(run.max_env_steps, int(cap)) if cap else run.max_env_steps
 
 
-def drive(start: Start, progress: Progress, iterate: Callable[[], dict[str, Any]],
-          save: Callable[[], Path], close: Callable[[], None], ray_start_s: float,
-          policy: Callable[[], Any],
-          should_stop: Callable[[dict[str, Any]], str | None] = lambda metrics: None
-          ) -> dict[str, Any]:
+class Driven(Protocol):
+    """One algorithm's run as drive() runs it: a class of its own (LeagueRun,
+    AlphaZeroRun) or Closures over a driver's local state (PPO, DD-PPO, Ape-X)."""
+
+    progress: Progress
+    ray_start_s: float  # how long Ray took to start (0 without Ray)
+
+    def iterate(self) -> dict[str, Any]:
+        """One iteration; its metrics (progress.add counted it)."""
+
+    def save(self) -> Path:
+        """Checkpoint the completed iterations; the checkpoint's path."""
+
+    def close(self) -> None:
+        """Stop the workers."""
+
+    def policy(self) -> Any:
+        """The current network, for evaluation episodes."""
+
+    def should_stop(self, metrics: dict[str, Any]) -> str | None:
+        """A reason of the algorithm's own to stop now (None: go on)."""
+
+
+@dataclasses.dataclass
+class Closures:
+    """A Driven made of a driver's functions."""
+
+    progress: Progress
+    iterate: Callable[[], dict[str, Any]]
+    save: Callable[[], Path]
+    close: Callable[[], None]
+    policy: Callable[[], Any]
+    ray_start_s: float = 0.0
+    should_stop: Callable[[dict[str, Any]], str | None] = lambda metrics: None
+
+
+def drive(start: Start, run: Driven) -> dict[str, Any]:
     """Iterate until a stop condition holds (the run's, or a reason from the algorithm's
     ``should_stop(metrics)``), checkpoint, close the workers and the logger;
     returns the last metrics with the checkpoint path and why the run stopped.
@@ -171,29 +203,30 @@ def drive(start: Start, progress: Progress, iterate: Callable[[], dict[str, Any]
     so that --resume is always possible.
     """
     logger = None
+    progress = run.progress
     saved_at = [progress.iteration]  # a resumed run's checkpoint holds this iteration
 
     def save_once() -> Path:
-        path = save()
+        path = run.save()
         saved_at[0] = progress.iteration
         return path
 
     try:
         logger = MetricsLogger(start.logdir, start.run.progress)
-        metrics, stopped_by = _loop(start.run, progress, logger, _named(start, progress,
-                                                                        iterate),
-                                    save_once, policy, should_stop)
-        checkpoint = save()
+        metrics, stopped_by = _loop(start.run, progress, logger,
+                                    _named(start, progress, run.iterate), save_once,
+                                    run.policy, run.should_stop)
+        checkpoint = run.save()
     except Exception:
         if progress.iteration > saved_at[0]:
             _save_after_error(save_once, progress, start.logdir)
         raise
     finally:
-        close()
+        run.close()
         if logger is not None:
             logger.close()
     return {**metrics, "checkpoint": str(checkpoint), "logdir": str(start.logdir),
-            "stopped_by": stopped_by, "ray_start_s": ray_start_s}
+            "stopped_by": stopped_by, "ray_start_s": run.ray_start_s}
 
 
 def _save_after_error(save: Callable[[], Path], progress: Progress, logdir: Path) -> None:

@@ -13,7 +13,7 @@ import torch.distributed as dist
 
 from distrl.core.config import RunConfig
 from distrl.core.envs import env_spaces
-from distrl.core.loop import Progress, drive, policy_files, save_run, start_run
+from distrl.core.loop import Closures, Progress, drive, policy_files, save_run, start_run
 from distrl.core.sampling import seed_for
 from distrl.ddppo.config import DDPPOConfig
 from distrl.models.recurrent import actor_critic
@@ -76,7 +76,7 @@ def train_ddppo(config: DDPPOConfig | None = None,
             model.load_state_dict(group.learner_state()["model"])
         return model
 
-    return drive(start, progress, iterate, save, group.close, ray_start_s, policy)
+    return drive(start, Closures(progress, iterate, save, group.close, policy, ray_start_s))
 
 
 def _round(config: DDPPOConfig, group, model: torch.nn.Module, p: Progress) -> dict[str, Any]:

@@ -36,8 +36,7 @@ def train_league(config: LeagueConfig | None = None, run: RunConfig | None = Non
     """Train a league until a stop condition holds; returns the final metrics and the
     checkpoint (whose policy is main_0's, for `distrl eval`)."""
     league_run = start_league(config or LeagueConfig(), run or RunConfig())
-    return drive(league_run.start, league_run.progress, league_run.iterate, league_run.save,
-                 league_run.close, 0.0, league_run.main_module, league_run.should_stop)
+    return drive(league_run.start, league_run)
 
 
 def start_league(config: LeagueConfig, run: RunConfig) -> LeagueRun:
@@ -89,6 +88,7 @@ class LeagueRun:
         for pid, role in self.config.learner_ids():
             self.league.add_learner(pid, role)
         self.progress = start.progress()
+        self.ray_start_s = 0.0  # Ray starts inside RayPlayers' set-up, not timed apart
         self.averages: dict[str, AveragePolicy] = {}  # main agent -> recent evaluations
         state = start.algo_state() if start.ckpt is not None else None
         if state is not None:
@@ -226,7 +226,8 @@ class LeagueRun:
             return "stop_win_rate"
         return None
 
-    def main_module(self) -> torch.nn.Module:
+    def policy(self) -> torch.nn.Module:
+        """The main agent's network (evaluation episodes)."""
         return self.players.module("main_0")
 
     def save(self) -> Path:

@@ -17,6 +17,7 @@ from distrl.core.config import RunConfig
 from distrl.core.envs import env_spaces
 from distrl.core.learner import Learner
 from distrl.core.loop import (
+    Closures,
     Progress,
     Start,
     drive,
@@ -73,7 +74,8 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None) -> 
                         runners.get_states(),
                         {"kl_coeff": kl_coeff, "returns": stats_to_json(returns)})
 
-    return drive(start, progress, iterate, save, runners.close, ray_start_s, lambda: model)
+    return drive(start, Closures(progress, iterate, save, runners.close, lambda: model,
+                                 ray_start_s))
 
 
 def _iteration(config: PPOConfig, learner: Learner, runners, p: Progress, kl_coeff: float,
