@@ -28,14 +28,8 @@ class RaySelfPlayers:
 
     def play(self, weights: dict[str, np.ndarray] | None, rounds: int) -> list[tuple]:
         ref = ray.put(weights)
-        actors = dict(enumerate(self.sup.actors))
-        results: dict[int, list[tuple]] = {}
-        while actors:
-            done, faults = self.sup.settle({i: a.play.remote(ref, rounds)
-                                            for i, a in actors.items()})
-            results.update(done)
-            actors = self.sup.replace_all(faults)
-        return [game for i in sorted(results) for game in results[i]]
+        games = self.sup.call_all(lambda i, a: a.play.remote(ref, rounds))
+        return [game for share in games.values() for game in share]
 
     def metrics(self) -> dict[str, Any]:
         return self.sup.metrics()

@@ -37,18 +37,9 @@ class Rollout:
     state_in: np.ndarray | None = None  # [S, 2, state_size]: (h, c) at each sequence start
     prev_actions: np.ndarray | None = None  # [B] or [B, A]: the step's previous action
     prev_rewards: np.ndarray | None = None  # [B] float32: the step's previous reward
-    # A state critic's nodes (games.seats.Seat): the rest of each step's game, from the
-    # step's own node on, padded to L nodes (rollouts with other L concatenate padded).
-    critic_obs: np.ndarray | None = None  # [B, L, state_size]
-    critic_probs: np.ndarray | None = None  # [B, L, K] the mover's or chance's distribution
-    critic_choice: np.ndarray | None = None  # [B, L] int64: the choice taken, -1 no node
-    critic_rewards: np.ndarray | None = None  # [B, L] float32: the seat's, leaving each node
-    # [B, L] float32: on a seat's first row, how many of its rows hold the node (0 on the
-    # later rows, whose nodes repeat the first's): the critic fits each node once, weighted
-    critic_weight: np.ndarray | None = None
-    # Magnet.counterfactual: log-probability of the game so far under the seat's own
-    # earlier moves, and under the other players and chance.
-    reach_logp: np.ndarray | None = None  # [B, 2] float32
+    # What a game's learner reads beyond PPO's rows (games.seats.GameRows: a state
+    # critic's nodes, the reach of each move), concatenated by its own concat.
+    game: Any = None
 
     @property
     def size(self) -> int:
@@ -59,39 +50,29 @@ class Rollout:
         """One rollout from several; weights_version is the oldest that acted."""
         arrays = {}
         for f in fields(Rollout):
-            if f.name in ("env_steps", "weights_version", "stats"):
+            if f.name in ("env_steps", "weights_version", "stats", "game"):
                 continue
             xs = [getattr(p, f.name) for p in parts]
             if all(x is None for x in xs):
                 continue
             if any(x is None for x in xs):
                 raise ValueError(f"cannot concatenate rollouts with and without {f.name}")
-            arrays[f.name] = (concat_nodes(xs) if f.name.startswith("critic_")
-                              else np.concatenate(xs))
+            arrays[f.name] = np.concatenate(xs)
         stats = {}
         for p in parts:
             for k, v in p.stats.items():
                 stats[k] = stats[k].merge(v) if k in stats else v
+        games = [p.game for p in parts]
+        if any(g is not None for g in games):
+            if any(g is None for g in games):
+                raise ValueError("cannot concatenate rollouts with and without game rows")
+            arrays["game"] = type(games[0]).concat(games)
         return Rollout(
             **arrays,
             env_steps=sum(p.env_steps for p in parts),
             weights_version=min(p.weights_version for p in parts),
             stats=stats,
         )
-
-
-def concat_nodes(xs: list[np.ndarray]) -> np.ndarray:
-    """np.concatenate of a state critic's nodes per row ([B, L, ...]) along rows, those of
-    a shorter L padded to the longest, with -1 in integer arrays (no node). One copy into
-    a preallocated array: np.pad per part cost more than the games."""
-    length = max(x.shape[1] for x in xs)
-    fill = -1 if np.issubdtype(xs[0].dtype, np.integer) else 0
-    out = np.full((sum(len(x) for x in xs), length, *xs[0].shape[2:]), fill, xs[0].dtype)
-    start = 0
-    for x in xs:
-        out[start:start + len(x), :x.shape[1]] = x
-        start += len(x)
-    return out
 
 
 @dataclass

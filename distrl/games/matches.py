@@ -31,7 +31,7 @@ from distrl.core.types import Rollout
 from distrl.games.batched import act_together, stacked_forward
 from distrl.games.games import split_obs
 from distrl.games.policies import ActingPolicy
-from distrl.games.seats import Node, Seat, critic_arrays, seat_arrays
+from distrl.games.seats import Node, Seat, game_rows, seat_arrays
 from distrl.models.distributions import mask_logits
 
 
@@ -143,8 +143,8 @@ class MatchLoop:
     def _rollout(self, seats: list[Seat], gamma: float, lambda_: float) -> Rollout:
         """One policy's finished seats as a Rollout (episode stats are the seats' returns),
         with its state critic's inputs."""
-        critic = critic_arrays(seats) if self.critic_states else {}
-        return Rollout(**seat_arrays(seats, gamma, lambda_, self.max_seq_len), **critic,
+        return Rollout(**seat_arrays(seats, gamma, lambda_, self.max_seq_len),
+                       game=game_rows(seats, self.critic_states),
                        episode_returns=np.zeros(0, np.float32),
                        episode_lengths=np.zeros(0, np.int64), env_steps=0, weights_version=-1)
 

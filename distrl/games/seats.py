@@ -7,7 +7,7 @@ each step's game (Magnet.counterfactual).
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import gymnasium as gym
 import numpy as np
@@ -125,9 +125,64 @@ def seat_arrays(seats: list[Seat], gamma: float, lambda_: float, max_seq_len: in
         out.update(seq_starts=starts, state_in=np.stack(flat("states_in"))[starts],
                    prev_actions=np.stack(flat("prev_actions")),
                    prev_rewards=np.asarray(flat("prev_rewards"), np.float32))
+    return out
+
+
+@dataclass
+class GameRows:
+    """Per row of a game's Rollout (Rollout.game), what league learners read beyond
+    PPO's fields. A state critic's nodes (LeagueConfig.state_critic): the rest of each
+    step's game, from the step's own node on, padded to L nodes (rollouts with another L
+    concatenate padded); and Magnet.counterfactual's reach of each move."""
+
+    critic_obs: np.ndarray | None = None  # [B, L, state_size]
+    critic_probs: np.ndarray | None = None  # [B, L, K] the mover's or chance's distribution
+    critic_choice: np.ndarray | None = None  # [B, L] int64: the choice taken, -1 no node
+    critic_rewards: np.ndarray | None = None  # [B, L] float32: the seat's, leaving each node
+    # [B, L] float32: on a seat's first row, how many of its rows hold the node (0 on the
+    # later rows, whose nodes repeat the first's): the critic fits each node once, weighted
+    critic_weight: np.ndarray | None = None
+    # Log-probability of the game so far under the seat's own earlier moves, and under
+    # the other players and chance.
+    reach_logp: np.ndarray | None = None  # [B, 2] float32
+
+    @staticmethod
+    def concat(parts: list[GameRows]) -> GameRows:
+        out = {}
+        for f in fields(GameRows):
+            xs = [getattr(p, f.name) for p in parts]
+            if any(x is None for x in xs):
+                if any(x is not None for x in xs):
+                    raise ValueError(f"cannot concatenate game rows with and without {f.name}")
+                continue
+            out[f.name] = concat_nodes(xs) if f.name.startswith("critic_") else np.concatenate(xs)
+        return GameRows(**out)
+
+
+def game_rows(seats: list[Seat], critic: bool) -> GameRows | None:
+    """The seats' GameRows (rows in seat_arrays' order): the critic's nodes with
+    ``critic``, the reach where the seats recorded the others' (None: neither)."""
+    reach = None
     if seats[0].others_logp:  # the seat's own earlier moves, then the others' and chance
         own = [x for s in seats for x in itertools.accumulate(s.logp[:-1], initial=0.0)]
-        out["reach_logp"] = np.stack([own, flat("others_logp")], 1).astype(np.float32)
+        others = [x for s in seats for x in s.others_logp]
+        reach = np.stack([own, others], 1).astype(np.float32)
+    if not critic and reach is None:
+        return None
+    return GameRows(**(critic_arrays(seats) if critic else {}), reach_logp=reach)
+
+
+def concat_nodes(xs: list[np.ndarray]) -> np.ndarray:
+    """np.concatenate of a state critic's nodes per row ([B, L, ...]) along rows, those of
+    a shorter L padded to the longest, with -1 in integer arrays (no node). One copy into
+    a preallocated array: np.pad per part cost more than the games."""
+    length = max(x.shape[1] for x in xs)
+    fill = -1 if np.issubdtype(xs[0].dtype, np.integer) else 0
+    out = np.full((sum(len(x) for x in xs), length, *xs[0].shape[2:]), fill, xs[0].dtype)
+    start = 0
+    for x in xs:
+        out[start:start + len(x), :x.shape[1]] = x
+        start += len(x)
     return out
 
 
@@ -137,7 +192,7 @@ def critic_arrays(seats: list[Seat]) -> dict[str, np.ndarray]:
     with no-nodes to the longest: the seat's critic states (its own player's information
     first, then the next players'), the movers' (or chance's) distributions, the choices
     (-1: no node), the seat's rewards on the way out of each node, and the critic's fit
-    weights (Rollout.critic_weight: a later row's nodes repeat its seat's first row's, so
+    weights (GameRows.critic_weight: a later row's nodes repeat its seat's first row's, so
     the first row carries them, counted, and the fit sees each once). Every game's nodes
     are stacked once, however many of its seats learn, and the rows gathered in one go:
     per-seat arrays cost more than the games (Leduc's seats have two steps)."""

@@ -167,21 +167,14 @@ class RayPlayers:
         share = -(-min_samples // self.cfg.num_env_runners)
         # Enough draws for games as short as 4 of a learner's moves.
         draws = self.cfg.num_envs + len(learners) * share // 4
-        actors = dict(enumerate(self.runners.actors))
-        out: dict[int, tuple[list[MatchResult], int]] = {}
-        while actors:
-            replays = {pid: self.learners.get(pid)[1] for pid in learners}
-            done, faults = self.runners.settle(
-                {i: a.play.remote(self._draw(draws, learners), replays, share)
-                 for i, a in actors.items()})
-            out.update(done)
-            # A runner that lost a replay or the store plays again once they are back.
-            healed = any(f.peer for f in faults.values()) and self._heal()
-            retry = {i for i, f in faults.items() if f.peer and healed}
-            actors = {i: self.runners.actors[i] for i in retry}
-            actors.update(self.runners.replace_all(
-                {i: f for i, f in faults.items() if i not in retry}))
-        results = [r for i in sorted(out) for r in out[i][0]]
+        # Each call reads the replays anew: _heal may have replaced one. A runner that
+        # lost a replay or the store plays again once they are back.
+        out = self.runners.call_all(
+            lambda i, a: a.play.remote(self._draw(draws, learners),
+                                       {pid: self.learners.get(pid)[1] for pid in learners},
+                                       share),
+            heal=self._heal)
+        results = [r for played, _ in out.values() for r in played]
         return results, sum(steps for _, steps in out.values())
 
     def _on_learners(self, call: Callable[[Any], Any], ids: list[str] | None = None,

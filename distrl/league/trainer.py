@@ -75,7 +75,8 @@ class PolicyTrainer:
         cfg = self.cfg
         self.env_steps += rollout.size
         self.learner.set_lr(cfg.lr_at(self.env_steps))
-        if rollout.critic_obs is not None:
+        critic = rollout.game is not None and rollout.game.critic_obs is not None
+        if critic:
             rollout, critic_data = self._critic_advantages(rollout)
         batch = PPOBatch.from_rollout(rollout, self.device, cfg.advantage_stats())
         entropy_coeff = cfg.entropy_coeff_at(self.env_steps)
@@ -84,7 +85,7 @@ class PolicyTrainer:
                              terms=terms, value_loss=not self.state_critic)
         if cfg.use_kl_loss:
             self.kl_coeff = update_kl_coeff(self.kl_coeff, metrics["kl"], cfg.kl_target)
-        if rollout.critic_obs is not None:
+        if critic:
             metrics["critic_loss"] = self._fit_critic(*critic_data, rollout.size, generator)
         return metrics
 
@@ -97,10 +98,10 @@ class PolicyTrainer:
             rows.magnet = self._magnet_inputs(batch)
             terms.append(magnet_term(dist, self.magnet_cfg.coeff))
         if self.magnet_cfg.counterfactual:
-            if rollout.reach_logp is None:
+            if rollout.game is None or rollout.game.reach_logp is None:
                 raise ValueError("Magnet.counterfactual needs rollouts with reach_logp (a "
                                  "MatchLoop with others_reach=True); these have none.")
-            rows.pg_weights, rows.reg_weights = counterfactual_weights(rollout.reach_logp,
+            rows.pg_weights, rows.reg_weights = counterfactual_weights(rollout.game.reach_logp,
                                                                        self.device)
             if self.magnet_cfg.regulariser == "visits":
                 rows.reg_weights = visit_weights(rollout.obs, self.device)
@@ -111,21 +112,22 @@ class PolicyTrainer:
     def _critic_advantages(self, rollout: Rollout) -> tuple[Rollout, tuple[torch.Tensor, ...]]:
         """The rollout with the state critic's control-variate advantages
         (control_variate_returns), and its training data: every node's (state, choice,
-        target, weight), each node once (Rollout.critic_weight)."""
-        obs = to_tensor(rollout.critic_obs, self.device)
-        choice = to_tensor(rollout.critic_choice, self.device)
+        target, weight), each node once (GameRows.critic_weight)."""
+        game = rollout.game
+        obs = to_tensor(game.critic_obs, self.device)
+        choice = to_tensor(game.critic_choice, self.device)
         live = choice >= 0
-        critic = self._state_critic(obs.shape[-1], rollout.critic_probs.shape[-1])
-        q = torch.zeros(*choice.shape, rollout.critic_probs.shape[-1], device=self.device)
+        critic = self._state_critic(obs.shape[-1], game.critic_probs.shape[-1])
+        q = torch.zeros(*choice.shape, game.critic_probs.shape[-1], device=self.device)
         with torch.no_grad():
             q[live] = critic.model(obs[live])
         targets, baseline = control_variate_returns(
-            q, to_tensor(rollout.critic_probs, self.device), choice,
-            to_tensor(rollout.critic_rewards, self.device))
+            q, to_tensor(game.critic_probs, self.device), choice,
+            to_tensor(game.critic_rewards, self.device))
         adv = (targets[:, 0] - baseline).cpu().numpy()
         out = dataclasses.replace(rollout, advantages=adv, value_targets=adv + rollout.values)
-        fit = to_tensor(rollout.critic_weight, self.device) > 0
-        weight = to_tensor(rollout.critic_weight, self.device)[fit]
+        fit = to_tensor(game.critic_weight, self.device) > 0
+        weight = to_tensor(game.critic_weight, self.device)[fit]
         return out, (obs[fit], choice[fit], targets[fit], weight)
 
     def _fit_critic(self, states: torch.Tensor, choice: torch.Tensor, targets: torch.Tensor,

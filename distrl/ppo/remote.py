@@ -25,15 +25,9 @@ class RayRunnerGroup:
     def sample(self, weights: Weights, version: int, steps_per_env: int,
                reward_std: float = 1.0) -> list[Rollout]:
         ref = ray.put(weights)  # one shared copy per round, read by every runner
-        actors = dict(enumerate(self.sup.actors))
-        results: dict[int, Rollout] = {}
-        while actors:
-            done, faults = self.sup.settle(
-                {i: a.sample.remote(steps_per_env, ref, version, reward_std=reward_std)
-                 for i, a in actors.items()})
-            results.update(done)
-            actors = self.sup.replace_all(faults)
-        return [results[i] for i in sorted(results)]
+        return list(self.sup.call_all(
+            lambda i, a: a.sample.remote(steps_per_env, ref, version, reward_std=reward_std)
+        ).values())
 
     def metrics(self) -> dict[str, float]:
         return self.sup.metrics()

@@ -1,7 +1,10 @@
 """Supervisor: one group of actors of one class (env runners, DD-PPO workers, and next
 Ape-X actors and replay shards, league learners). It starts them, waits on every call
 with a timeout, and replaces an actor that died or hung, up to ``max_restarts`` per
-slot; ``faults/restarts/<group>`` counts the replacements.
+slot; ``faults/restarts/<group>`` counts the replacements. ``call_all`` is the one loop
+that calls every actor, replaces the faulty and calls their replacements again. Groups
+restarted by other code (the league's learners, store and replays) count with the same
+Restarts.
 
 An actor's own error (a NaN from its env, a bad config) is raised at once in the
 driver: restarting would only repeat it.
@@ -10,7 +13,7 @@ driver: restarting would only repeat it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +37,34 @@ class Fault:
     peer: bool = False
 
 
+class Restarts:
+    """Restarts of one group's members (slots, policy ids), each up to max_restarts: the
+    one counter behind every ``faults/restarts/<group>``, so each group gives up, logs
+    and reports alike."""
+
+    def __init__(self, name: str, max_restarts: int):
+        self.name, self.max_restarts = name, max_restarts
+        self.counts: dict[Hashable, int] = {}
+
+    def count(self, key: Hashable, what: str, verb: str = "replaced") -> int:
+        """One more restart of ``key``, for ``what`` (e.g. "env_runners 0 died: ...");
+        a RuntimeError instead once it was already restarted max_restarts times."""
+        done = self.counts.get(key, 0)
+        if done >= self.max_restarts:
+            raise RuntimeError(f"{what}; it was already {verb} {done} times "
+                               f"(max_restarts={self.max_restarts}), giving up.")
+        self.counts[key] = done + 1
+        return done + 1
+
+    def report(self, key: Hashable, what: str, how: str) -> None:
+        """One line for a person once the restart counted for ``key`` is done."""
+        print(f"distrl: {what}; {how} (restart {self.counts[key]}/{self.max_restarts})",
+              flush=True)
+
+    def metrics(self) -> dict[str, int]:
+        return {f"faults/restarts/{self.name}": sum(self.counts.values())}
+
+
 class Supervisor:
     """Actors of one class, one per slot, each replaced when it dies or hangs."""
 
@@ -50,7 +81,7 @@ class Supervisor:
         self._group_failure = group_failure or (lambda err: False)
         self._remote = ray.remote(**resources)(actor_class(cls))
         self._make_kwargs = make_kwargs
-        self.restarts = [0] * size
+        self.counter = Restarts(name, max_restarts)
         # One bundle per slot; None: wherever Ray's default scheduling puts each actor.
         self.placement = (Placement(name, resources, size, placement_strategy)
                           if placement_strategy and size else None)
@@ -61,6 +92,30 @@ class Supervisor:
         except BaseException:
             self.close()
             raise
+
+    @property
+    def restarts(self) -> list[int]:
+        """Replacements so far, per slot."""
+        return [self.counter.counts.get(i, 0) for i in range(len(self.actors))]
+
+    def call_all(self, call: Callable[[int, Any], ray.ObjectRef],
+                 slots: Iterable[int] | None = None,
+                 heal: Callable[[], bool] | None = None) -> dict[int, Any]:
+        """``call(slot, actor)`` on each slot's actor (every slot, or ``slots``), all at
+        once; a slot whose actor died or hung gets a replacement (replace_all) and is
+        called again. One that lost an actor it called (Fault.peer) is called again as it
+        is if ``heal()`` replaced that actor (True), else replaced too. Returns {slot:
+        result} in slot order."""
+        pending = list(range(len(self.actors)) if slots is None else slots)
+        results: dict[int, Any] = {}
+        while pending:
+            done, faults = self.settle({i: call(i, self.actors[i]) for i in pending})
+            results.update(done)
+            healed = heal is not None and any(f.peer for f in faults.values()) and heal()
+            retry = [i for i, f in faults.items() if f.peer and healed]
+            pending = retry + list(self.replace_all(
+                {i: f for i, f in faults.items() if i not in retry}))
+        return dict(sorted(results.items()))
 
     def wait_all(self, what: str, futures: dict[int, ray.ObjectRef],
                  timeout_s: float | None = None) -> list[Any]:
@@ -127,15 +182,11 @@ class Supervisor:
         return {i: self.actors[i] for i in faults}
 
     def _restart(self, i: int, fault: Fault) -> None:
-        if self.restarts[i] >= self.max_restarts:
-            raise RuntimeError(
-                f"{self.name} {i} {fault.reason}; it was already replaced "
-                f"{self.restarts[i]} times (max_restarts={self.max_restarts}), giving up.")
-        self.restarts[i] += 1
+        what = f"{self.name} {i} {fault.reason}"
+        restart = self.counter.count(i, what)
         ray.kill(self.actors[i])
-        self.actors[i] = self._start(i, self.restarts[i])
-        print(f"distrl: {self.name} {i} {fault.reason}; replaced "
-              f"(restart {self.restarts[i]}/{self.max_restarts})", flush=True)
+        self.actors[i] = self._start(i, restart)
+        self.counter.report(i, what, "replaced")
 
     def _start(self, i: int, restart: int) -> Any:
         """Slot i's actor; a replacement takes the dead one's bundle."""
@@ -143,7 +194,7 @@ class Supervisor:
         return self._remote.options(**where).remote(**self._make_kwargs(i, restart))
 
     def metrics(self) -> dict[str, float]:
-        return {f"faults/restarts/{self.name}": sum(self.restarts)}
+        return self.counter.metrics()
 
     def close(self) -> None:
         for a in self.actors:

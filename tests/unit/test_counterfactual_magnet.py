@@ -60,7 +60,7 @@ def kuhn_self_play(samples: int):
 
 def test_each_move_records_the_deal_and_the_other_players_moves_before_it():
     r = kuhn_self_play(300)
-    others, own = r.reach_logp[:, 1], r.reach_logp[:, 0]
+    others, own = r.game.reach_logp[:, 1], r.game.reach_logp[:, 0]
     # Rows per game: player 0's moves (1 or 2), then player 1's (one). Player 0's first
     # move saw only the deal; player 1 saw the deal and player 0's first move; player
     # 0's second saw the deal and player 1's move, after its own first.
@@ -112,7 +112,7 @@ def test_visit_weights_give_each_information_state_of_the_batch_one_share(monkey
                             env.action_space("player_0"), cfg, magnet=cfg.magnet)
     trainer.update(r)
     np.testing.assert_allclose(seen["reg"].numpy(), weights, rtol=1e-6)
-    pg, _ = counterfactual_weights(r.reach_logp, torch.device("cpu"))
+    pg, _ = counterfactual_weights(r.game.reach_logp, torch.device("cpu"))
     torch.testing.assert_close(seen["pg"], pg)  # the policy term keeps its weights
     with pytest.raises(ValueError, match="set counterfactual=True"):
         Magnet(coeff=0.5, regulariser="visits")  # would do nothing without it
@@ -158,7 +158,7 @@ def test_a_counterfactual_learner_trains_on_kuhn_and_bad_setups_are_refused():
     trainer = PolicyTrainer(policy_obs_space(env.observation_space("player_0")),
                             env.action_space("player_0"), cfg, magnet=cfg.magnet)
     assert trainer.update(r)["magnet_kl"] >= 0
-    r.reach_logp = None
+    r.game.reach_logp = None
     with pytest.raises(ValueError, match="reach_logp"):
         trainer.update(r)
     with pytest.raises(ValueError, match="no chance_logp"):

@@ -36,12 +36,12 @@ def self_play(game, policy, samples: int, seed: int):
 
 def seat_starts(r):
     """The first row of each seat: a seat's later rows see a suffix of its first's nodes."""
-    live = (r.critic_choice >= 0).sum(1)
+    live = (r.game.critic_choice >= 0).sum(1)
     starts = [0]
     for k in range(1, r.size):
         n, shift = live[k], live[k - 1] - live[k]
-        same = shift > 0 and np.array_equal(r.critic_obs[k, :n],
-                                            r.critic_obs[k - 1, shift:shift + n])
+        same = shift > 0 and np.array_equal(r.game.critic_obs[k, :n],
+                                            r.game.critic_obs[k - 1, shift:shift + n])
         if not same:
             starts.append(k)
     return starts
@@ -53,45 +53,46 @@ def test_seats_record_every_node_of_their_games_from_each_step_on():
     policy = LocalPolicy(ActorCritic(*spaces("leduc_poker"), ModelConfig(hiddens=(16,))))
     batch = self_play("leduc_poker", policy, 600, seed=1)
     r = batch.rollouts["A"]
-    live = r.critic_choice >= 0
-    assert r.critic_obs.shape[::2] == (r.size, 2 * size) and r.critic_probs.shape[2] == 6
+    live = r.game.critic_choice >= 0
+    assert r.game.critic_obs.shape[::2] == (r.size, 2 * size) and r.game.critic_probs.shape[2] == 6
     # A row starts at its own step: the seat's information first (what its policy saw),
     # then the other player's, whose private card the policy never sees.
-    np.testing.assert_array_equal(r.critic_obs[:, 0, :size], r.obs)
-    assert ((r.critic_obs[:, 0, 2:8] * r.critic_obs[:, 0, size + 2:size + 8]).sum(1) == 0).all()
-    np.testing.assert_array_equal(r.critic_choice[:, 0], r.actions)
+    np.testing.assert_array_equal(r.game.critic_obs[:, 0, :size], r.obs)
+    own, other = r.game.critic_obs[:, 0, 2:8], r.game.critic_obs[:, 0, size + 2:size + 8]
+    assert ((own * other).sum(1) == 0).all()
+    np.testing.assert_array_equal(r.game.critic_choice[:, 0], r.actions)
     probs = torch.softmax(torch.as_tensor(r.dist_inputs), 1).numpy()
-    np.testing.assert_allclose(r.critic_probs[:, 0, :3], probs, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(r.game.critic_probs[:, 0, :3], probs, rtol=1e-5, atol=1e-6)
     # The public card is a chance node: four cards left, one each; moves have three.
-    chance = live & (r.critic_probs[..., 3:].sum(-1) > 0)
+    chance = live & (r.game.critic_probs[..., 3:].sum(-1) > 0)
     assert chance.sum() > 100 and (~live[:, 0] | ~chance[:, 0]).all()
-    np.testing.assert_allclose(np.sort(r.critic_probs[chance], 1)[:, 2:], 0.25)
-    assert (np.take_along_axis(r.critic_probs, np.maximum(r.critic_choice, 0)[..., None],
+    np.testing.assert_allclose(np.sort(r.game.critic_probs[chance], 1)[:, 2:], 0.25)
+    assert (np.take_along_axis(r.game.critic_probs, np.maximum(r.game.critic_choice, 0)[..., None],
                                2)[..., 0][live] > 0).all()
-    np.testing.assert_allclose(r.critic_probs[live].sum(1), 1.0, rtol=1e-5)
-    assert not r.critic_obs[~live].any() and not r.critic_rewards[~live].any()
+    np.testing.assert_allclose(r.game.critic_probs[live].sum(1), 1.0, rtol=1e-5)
+    assert not r.game.critic_obs[~live].any() and not r.game.critic_rewards[~live].any()
     # Each seat's first row holds its whole game from its first move; its rewards add up
     # to the seat's return (two seats a game, in seat order, rows in finishing order).
     starts = seat_starts(r)
     returns = [g.returns[p] for g in batch.results for p in ("player_0", "player_1")]
     assert len(starts) == len(returns) > 50
-    np.testing.assert_allclose(r.critic_rewards[starts].sum(1), returns)
+    np.testing.assert_allclose(r.game.critic_rewards[starts].sum(1), returns)
 
 
 def test_the_critic_fits_each_node_once_weighted_by_the_rows_that_hold_it():
     torch.manual_seed(0)
     policy = LocalPolicy(ActorCritic(*spaces("leduc_poker"), ModelConfig(hiddens=(16,))))
     r = self_play("leduc_poker", policy, 600, seed=2).rollouts["A"]
-    live, fit = r.critic_choice >= 0, r.critic_weight > 0
+    live, fit = r.game.critic_choice >= 0, r.game.critic_weight > 0
     assert (fit <= live).all() and fit.sum() < 0.8 * live.sum()  # the repeats are dropped
     # Per distinct (node, view, choice): the fit's weight is how often the rows hold it.
     def tally(mask, weight):
         out = {}
         for b, n in zip(*np.nonzero(mask), strict=True):
-            key = (r.critic_obs[b, n].tobytes(), int(r.critic_choice[b, n]))
+            key = (r.game.critic_obs[b, n].tobytes(), int(r.game.critic_choice[b, n]))
             out[key] = out.get(key, 0) + weight[b, n]
         return out
-    assert tally(fit, r.critic_weight) == tally(live, np.ones(live.shape))
+    assert tally(fit, r.game.critic_weight) == tally(live, np.ones(live.shape))
 
 
 def test_a_weighted_node_fits_as_its_repeats_would():
@@ -189,13 +190,14 @@ def test_with_the_exact_critic_each_advantage_is_the_moves_exact_advantage():
     table = exact_action_values("leduc_poker")
     trainer = PolicyTrainer(*spaces("leduc_poker"), CONFIG)
     r = self_play("leduc_poker", RandomPolicy(3), 2000, seed=4).rollouts["A"]
-    trainer._state_critic(r.critic_obs.shape[-1], r.critic_probs.shape[-1]).model = Lookup(table)
+    shape = r.game.critic_obs.shape[-1], r.game.critic_probs.shape[-1]
+    trainer._state_critic(*shape).model = Lookup(table)
     out, _ = trainer._critic_advantages(r)
-    first = [table[s.tobytes()] for s in r.critic_obs[:, 0]]
-    expected = [q[a] - q[r.critic_probs[k, 0] > 0].mean() for k, (q, a)
+    first = [table[s.tobytes()] for s in r.game.critic_obs[:, 0]]
+    expected = [q[a] - q[r.game.critic_probs[k, 0] > 0].mean() for k, (q, a)
                 in enumerate(zip(first, r.actions, strict=True))]
     np.testing.assert_allclose(out.advantages, expected, rtol=1e-5, atol=1e-5)
-    monte_carlo = r.critic_rewards.sum(1)
+    monte_carlo = r.game.critic_rewards.sum(1)
     assert np.abs(monte_carlo - np.array(expected)).mean() > 1.0
 
 
@@ -209,7 +211,7 @@ def test_a_state_critic_learns_the_values_of_hidden_card_states():
     for i in range(20):
         r = self_play("kuhn_poker", RandomPolicy(2), 1024, seed=100 + i).rollouts["A"]
         trainer.update(r)
-        rows.append(r.critic_obs[:, 0])
+        rows.append(r.game.critic_obs[:, 0])
     table = exact_action_values("kuhn_poker")
     keys = np.unique(np.concatenate(rows), axis=0)  # the states the seats moved in
     with torch.no_grad():
@@ -238,7 +240,7 @@ def test_the_critic_resumes_from_a_checkpoint_and_bad_setups_are_refused():
     assert moved and all(k.startswith("pi.") for k in moved), moved
     restored = PolicyTrainer(*spaces("kuhn_poker"), cfg)
     restored.set_state(trainer.get_state())
-    states = torch.as_tensor(rollout.critic_obs[:, 0])
+    states = torch.as_tensor(rollout.game.critic_obs[:, 0])
     torch.testing.assert_close(restored.critic.model(states), trainer.critic.model(states))
     assert restored.critic.opt.state_dict()["state"]  # Adam's moments came back too
     with pytest.raises(ValueError, match="use_lstm"):
