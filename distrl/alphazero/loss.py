@@ -1,4 +1,4 @@
-"""AlphaZero's loss (Silver et al. 2017): cross-entropy of the network's policy to the
+"""AlphaZero's loss (Silver et al. 2018): cross-entropy of the network's policy to the
 search's visit distribution plus the squared error of its value to the target. Weight
 decay is the optimizer's, not a term here."""
 
