@@ -25,6 +25,7 @@ def test_train_json_then_eval(tmp_path):
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["env/steps_total"] >= 300 and result["stopped_by"] == "max_env_steps"
+    assert 0 <= result["learner/clip_fraction"] <= 1 and "learner/explained_variance" in result
     assert result["checkpoint"].startswith(str(tmp_path))
     ev = distrl("eval", result["checkpoint"], "--episodes", "3", "--json")
     assert ev.returncode == 0, ev.stderr

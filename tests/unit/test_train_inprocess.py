@@ -17,7 +17,8 @@ SMALL = PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=2, num_env_
                   num_envs_per_env_runner=4)
 REQUIRED = ["iteration", "time/total_s", "env/steps_total", "env/episode_return_mean",
             "env/steps_per_s", "learner/policy_loss", "learner/vf_loss", "learner/entropy",
-            "learner/kl", "learner/kl_coeff"]
+            "learner/kl", "learner/kl_coeff", "learner/clip_fraction",
+            "learner/explained_variance"]
 
 
 def run(logdir, **kw):
@@ -32,6 +33,8 @@ def test_metrics_jsonl_and_tensorboard(tmp_path):
     for key in REQUIRED:
         assert key in rows[-1], key
     assert all(r["learner/batch_size"] == 64 for r in rows)
+    assert all(0 <= r["learner/clip_fraction"] <= 1 for r in rows)
+    assert all(r["learner/explained_variance"] <= 1 for r in rows)
     assert list(tmp_path.glob("events.out.tfevents.*"))
     assert Path(result["checkpoint"], "manifest.json").is_file()
 
