@@ -22,7 +22,7 @@ from distrl import LeagueConfig, LeagueRules, Magnet
 # magnet 0.1 cycled, 0.2 and 1.0 were slower to settle than 0.5. The policy's NashConv
 # then hovers at 0.01-0.05 (a 10x slower lr decay did not lower it); the average of its
 # last evaluated policies is what reaches 0.01: over 50 (~35 s) it did on 2 seeds of 3,
-# over 200 (~2.5 min) it held 0.005 on the seed where 50 missed (docs/benchmarks.md).
+# over 200 (~2.5 min) it held 0.005 on the seed where 50 missed (docs/league.md).
 CONFIG = LeagueConfig(
     rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0,
                       self_play_prob=1.0, exploiter_check_prob=0.0),

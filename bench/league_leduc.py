@@ -25,8 +25,8 @@ evaluations. The games run on two Ray match runners (num_env_runners=2: both cor
 1.27x the moves of one process on this machine) and the learner updates on two torch
 threads while they wait (1.13x more), so every schedule in moves (learning rate,
 entropy bonus, magnet phases) is the one-process schedule it was tuned as, times 1.44:
-the same schedule in wall time, with more samples in each phase. docs/benchmarks.md
-has the trials.
+the same schedule in wall time, with more samples in each phase. docs/league.md
+says why each setting.
 """
 
 from __future__ import annotations

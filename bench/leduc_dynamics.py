@@ -1,5 +1,5 @@
 """The league's update on Leduc without samples: exact values, one table for both
-players, to tell the update rule's limits from sampling noise (docs/benchmarks.md).
+players, to tell the update rule's limits from sampling noise (docs/league.md).
 
     python bench/leduc_dynamics.py [--iterations 3000] [--every 250] [--coeffs 2.0 0.5]
 

@@ -185,11 +185,11 @@ TUNED_LEAGUE: dict[str, Tuned] = {
 
 
 TUNED_ALPHAZERO: dict[str, Tuned] = {
-    # bench/league_connect4_mcts.py --algo alphazero; docs/benchmarks.md.
+    # bench/league_connect4_mcts.py --algo alphazero; docs/alphazero.md.
     "connect_four": Tuned(
         env="pettingzoo:connect_four_v3",
         config=AlphaZeroConfig(
-            # One 4x4 kernel sees every line of four; it beat the 256x3 MLP (docs/benchmarks.md).
+            # One 4x4 kernel sees every line of four; it beat the 256x3 MLP (docs/alphazero.md).
             model=ModelConfig(conv_filters=((128, 4, 1),), hiddens=(256, 256),
                               activation="relu", vf_share_layers=True),
             # Targets half outcome, half searched value: 0.655 vs 0.475 against MCTS 200.

@@ -41,7 +41,7 @@ class AlphaZeroConfig:
     """Adam learning rate."""
     grad_clip: float | None = None
     """Clip the global gradient norm to this (None: no clipping, as AlphaZero; 1.0 halved
-    the win rate against MCTS on connect four: docs/benchmarks.md)."""
+    the win rate against MCTS on connect four: docs/alphazero.md)."""
     value_target_mix: float = 0.0
     """The value head's target: (1 - this) x the game's outcome + this x the root's
     searched value (0: the outcome alone, as AlphaZero; mixing in the search's estimate
