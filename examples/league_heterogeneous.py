@@ -29,12 +29,12 @@ import gymnasium as gym
 import numpy as np
 import ray
 
+from distrl.league.config import LeagueConfig
+from distrl.league.learners import DistributedLearners
 from distrl.league.remote import MatchRunner
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.config import ModelConfig
-from distrl.ppo.config import PPOHyperparams
 from distrl.runtime.cluster import actor_class, init_ray
-from distrl.league.learners import DistributedLearners
 from distrl.store.policy_cache import PolicySpec, flatten_policy
 from distrl.store.remote import publish
 
@@ -95,7 +95,7 @@ def add_challenger(head: Any, k: int) -> str:
 
 def main(iterations: int, runners: int, num_envs: int, samples: int) -> list[dict[str, Any]]:
     init_ray(None, runners * 0.5 + 0.5)
-    config = PPOHyperparams(lr=1e-3, minibatch_size=256, num_epochs=4, use_kl_loss=False)
+    config = LeagueConfig(lr=1e-3, minibatch_size=256, num_epochs=4, use_kl_loss=False)
     learners = DistributedLearners(config, max_policies=1, cpus_per_learner=0.5)
     cartpole = gym.make(CARTPOLE)
     learner = learners.add_policy("champion", cartpole.observation_space,

@@ -19,7 +19,7 @@ from distrl.games.matches import MatchLoop, MatchResult
 from distrl.games.policies import RANDOM, RandomPolicy, outside_players
 from distrl.league.learners import DistributedLearners
 from distrl.runtime.cluster import check_resources, init_ray, release_ray
-from distrl.runtime.supervisor import Supervisor, cause, died, last_line
+from distrl.runtime.supervisor import Restarts, Supervisor, cause, died, last_line
 from distrl.store.policy_cache import FlatLayout, PolicySpec
 from distrl.store.remote import PolicyReader
 
@@ -94,9 +94,11 @@ class RayPlayers:
         init_ray(run.address, cfg.num_env_runners * cfg.num_cpus_per_env_runner
                  + len(ids) * cfg.num_cpus_per_learner)
         self.cfg, self.choose, self.ids = cfg, choose, ids
-        self.timeout, self.max_restarts = run.actor_timeout_s, run.max_restarts
-        self.restarts: dict[str, int] = {}
-        self.healed: dict[str, int] = {}  # "policy_store" / "replay_<shard>" -> restarts
+        self.timeout = run.actor_timeout_s
+        # Counted as a Supervisor counts its own group: learners by policy id, the store
+        # and replays by the names DistributedLearners.heal gives them.
+        self.restarts = {group: Restarts(group, run.max_restarts)
+                         for group in ("league_learners", "policy_store", "league_replays")}
         # Frozen snapshots' weights, put by this driver so that they outlive a lost store
         # (the store owns only what learners publish, and they can publish it again).
         self.frozen: dict[str, list[ray.ObjectRef]] = {}
@@ -209,11 +211,8 @@ class RayPlayers:
         them) and its trainer state as of the last checkpoint: optimizer and KL
         coefficient; fresh ones before the first checkpoint. Samples it had taken for
         its update are lost; its replay's newer ones are not."""
-        done = self.restarts.get(pid, 0)
-        if done >= self.max_restarts:
-            raise RuntimeError(f"league learner {pid} {why}; it was already restarted {done} "
-                               f"times (max_restarts={self.max_restarts}), giving up.")
-        self.restarts[pid] = done + 1
+        counter, what = self.restarts["league_learners"], f"league learner {pid} {why}"
+        counter.count(pid, what, "restarted")
         self._heal()  # it may have died with its node's store or replay
         weights = self._weights([pid]).get(pid)
         if weights is None:
@@ -226,8 +225,7 @@ class RayPlayers:
         learner = self.learners.restart_policy(pid)
         self._get(learner.set_state.remote({**state, "model": weights,
                                             "env_steps": max(steps, state.get("env_steps", 0))}))
-        print(f"distrl: league learner {pid} {why}; restarted from its last published "
-              f"weights (restart {done + 1}/{self.max_restarts})", flush=True)
+        counter.report(pid, what, "restarted from its last published weights")
         return learner
 
     def train(self) -> dict[str, dict[str, float]]:
@@ -256,13 +254,10 @@ class RayPlayers:
         each gives up after max_restarts. True if anything was replaced."""
         lost = self.learners.heal()
         for what in lost:
-            done = self.healed.get(what, 0)
-            if done >= self.max_restarts:
-                raise RuntimeError(f"the league's {what} died; it was already restarted {done} "
-                                   f"times (max_restarts={self.max_restarts}), giving up.")
-            self.healed[what] = done + 1
-            print(f"distrl: the league's {what} died; restarted (restart {done + 1}/"
-                  f"{self.max_restarts})", flush=True)
+            counter = self.restarts["policy_store" if what == "policy_store"
+                                    else "league_replays"]
+            counter.count(what, f"the league's {what} died", "restarted")
+            counter.report(what, f"the league's {what} died", "restarted")
         if "policy_store" in lost:
             head = self.learners.head
             self._get([head.replicate.remote(pid, ref, self.spec)
@@ -305,11 +300,8 @@ class RayPlayers:
                 for pid, flat in zip(boxes, flats, strict=True)}
 
     def metrics(self) -> dict[str, float]:
-        replays = sum(n for what, n in self.healed.items() if what.startswith("replay_"))
         return {**self.runners.metrics(),
-                "faults/restarts/league_learners": float(sum(self.restarts.values())),
-                "faults/restarts/policy_store": float(self.healed.get("policy_store", 0)),
-                "faults/restarts/league_replays": float(replays)}
+                **{k: float(n) for c in self.restarts.values() for k, n in c.metrics().items()}}
 
     def get_state(self) -> dict[str, Any]:
         """Every policy's weights (snapshots from the store); the learners' optimizer,

@@ -1,5 +1,5 @@
-"""Supervisor: one group of actors of one class (env runners, DD-PPO workers, and next
-Ape-X actors and replay shards, league learners). It starts them, waits on every call
+"""Supervisor: one group of actors of one class (env runners, DD-PPO workers, Ape-X
+actors and replay shards, league match runners). It starts them, waits on every call
 with a timeout, and replaces an actor that died or hung, up to ``max_restarts`` per
 slot; ``faults/restarts/<group>`` counts the replacements. ``call_all`` is the one loop
 that calls every actor, replaces the faulty and calls their replacements again. Groups

@@ -6,11 +6,11 @@ import pytest
 import ray
 import torch
 
-from distrl.ppo.config import PPOHyperparams
+from distrl.league.config import LeagueConfig
 from tests.fakes import random_rollout
 
 OBS, ACT = gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Discrete(2)
-CONFIG = PPOHyperparams(minibatch_size=16, num_epochs=1)
+CONFIG = LeagueConfig(minibatch_size=16, num_epochs=1)
 
 
 def weights(learners, pid):

@@ -12,7 +12,6 @@ pytest.importorskip("pettingzoo")
 
 from distrl import LeagueConfig, LeagueRules, RunConfig, train_league
 from distrl.core.checkpoint import Checkpoint
-from distrl.ppo.config import PPOHyperparams
 
 GAME = "pettingzoo:connect_four_v3"
 
@@ -25,7 +24,7 @@ def test_runner_switches_mappings_at_next_reset_and_picks_up_new_versions(ray_lo
     env = make_multiagent_env(GAME)
     obs_space = policy_obs_space(env.observation_space("player_0"))
     act_space = env.action_space("player_0")
-    learners = DistributedLearners(PPOHyperparams(minibatch_size=64, num_epochs=1),
+    learners = DistributedLearners(LeagueConfig(minibatch_size=64, num_epochs=1),
                                    max_policies=1, cpus_per_learner=0)
     learner = learners.add_policy("a", obs_space, act_space)
     a_first = {"player_0": "a", "player_1": "random"}
@@ -206,14 +205,14 @@ def test_a_learner_that_cannot_start_is_an_error_within_its_timeout(ray_local):
     env = make_multiagent_env(GAME)
     spaces = (policy_obs_space(env.observation_space("player_0")),
               env.action_space("player_0"))
-    learners = DistributedLearners(PPOHyperparams(), max_policies=1, cpus_per_learner=1,
+    learners = DistributedLearners(LeagueConfig(), max_policies=1, cpus_per_learner=1,
                                    timeout_s=3.0)
     try:
         with pytest.raises(RuntimeError, match=r"did not start within 3 s.*1 CPUs"):
             learners.add_policy("a", *spaces)
         assert len(learners) == 0
         with pytest.raises(ValueError, match="need 1 GPUs but the Ray cluster has 0"):
-            DistributedLearners(PPOHyperparams(), max_policies=1, num_gpus=1.0)
+            DistributedLearners(LeagueConfig(), max_policies=1, num_gpus=1.0)
     finally:
         learners.stop()
         ray.kill(hog)

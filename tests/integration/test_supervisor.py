@@ -1,12 +1,15 @@
-"""Supervisor: a replacement's process start is waited for, not charged to its first call."""
+"""Supervisor: a replacement's process start is waited for, not charged to its first call;
+call_all retries on replacements; Restarts counts every group alike."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
+import ray
 
-from distrl.runtime.supervisor import Fault, Supervisor
+from distrl.runtime.supervisor import Fault, Restarts, Supervisor
 
 
 class SlowToRestart:
@@ -52,3 +55,63 @@ def test_a_replacement_that_dies_while_starting_is_replaced_again(ray_local):
             dead.replace(1, Fault("died: test", True))
     finally:
         dead.close()
+
+
+class DiesOnFirstCall:
+    """Slot 0's first actor dies on its first call; every actor answers with its restart."""
+
+    def __init__(self, slot: int, restart: int):
+        self.dies = slot == 0 and restart == 0
+        self.restart = restart
+
+    def work(self, x: int) -> tuple[int, int]:
+        if self.dies:
+            os._exit(1)
+        return x, self.restart
+
+    def ask(self, peer) -> str:
+        return ray.get(peer.ping.remote())
+
+
+class Peer:
+    def ping(self) -> str:
+        return "pong"
+
+
+def test_call_all_replaces_an_actor_that_dies_and_calls_its_replacement(ray_local):
+    sup = Supervisor("probes", DiesOnFirstCall, lambda i, r: {"slot": i, "restart": r}, 2,
+                     max_restarts=1, call_timeout_s=30.0, resources={"num_cpus": 0.1})
+    try:
+        assert sup.call_all(lambda i, a: a.work.remote(10 * i)) == {0: (0, 1), 1: (10, 0)}
+        assert sup.restarts == [1, 0] and sup.metrics() == {"faults/restarts/probes": 1}
+        assert sup.call_all(lambda i, a: a.work.remote(i), slots=[1]) == {1: (1, 0)}
+    finally:
+        sup.close()
+
+
+def test_call_all_calls_again_as_it_is_an_actor_whose_peer_heal_replaced(ray_local):
+    sup = Supervisor("probes", DiesOnFirstCall, lambda i, r: {"slot": 1, "restart": r}, 1,
+                     max_restarts=1, call_timeout_s=30.0, resources={"num_cpus": 0.1})
+    peer = ray.remote(num_cpus=0)(Peer)
+    peers = [peer.remote()]
+    ray.kill(peers[0])
+
+    def heal() -> bool:  # a new peer, read by the next call
+        peers.append(peer.remote())
+        return True
+
+    try:
+        out = sup.call_all(lambda i, a: a.ask.remote(peers[-1]), heal=heal)
+        assert out == {0: "pong"} and len(peers) == 2 and sup.restarts == [0]
+    finally:
+        sup.close()
+
+
+def test_restarts_count_each_key_up_to_max_restarts(capfd):
+    counter = Restarts("league_learners", max_restarts=1)
+    assert counter.count("a", "league learner a died", "restarted") == 1
+    counter.report("a", "league learner a died", "restarted")
+    assert "league learner a died; restarted (restart 1/1)" in capfd.readouterr().out
+    assert counter.metrics() == {"faults/restarts/league_learners": 1}
+    with pytest.raises(RuntimeError, match="a died; it was already restarted 1 times"):
+        counter.count("a", "league learner a died", "restarted")
