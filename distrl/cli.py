@@ -17,7 +17,7 @@ import tyro
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import JSONObject, RunConfig
 from distrl.core.metrics import strict_json
-from distrl.core.resume import saved_configs, set_to_default
+from distrl.core.resume import saved_configs
 from distrl.registry import ALGORITHMS
 from distrl.tuned import tuned
 
@@ -97,9 +97,8 @@ def _train(args: list[str]) -> None:
                        config=(tyro.conf.OmitSubcommandPrefixes,))
         algo = next(n for n, cmd in COMMANDS.items() if isinstance(cli, cmd))
         config, run = cli.config, cli.run
-        if resumed is not None:
-            run = dataclasses.replace(run, resume_reset=run.resume_reset + _reset(
-                resumed, cli))
+        if resumed is not None:  # the flags were parsed over the saved configs
+            run = dataclasses.replace(run, resume_as_given=True)
         else:
             config = _tuned_envs(name, algo, config, args)
         result = ALGORITHMS[algo].train()(config, run)
@@ -148,14 +147,6 @@ def _resumed(algo: str | None, path: str | None) -> Any | None:
     run = dataclasses.replace(run, logdir=None, **{
         k: getattr(fresh, k) for k in RunConfig.PER_INVOCATION})
     return COMMANDS[algo](run=run, config=config)
-
-
-def _reset(resumed: Any, cli: Any) -> tuple[str, ...]:
-    """Fields a flag set to their class default where the checkpoint had another value:
-    resume_reset, since a default value alone reads as "not given" in Python."""
-    run = [f for f in set_to_default(resumed.run, cli.run, RunConfig())
-           if f not in RunConfig.PER_INVOCATION]
-    return (*run, *set_to_default(resumed.config, cli.config, type(cli.config)()))
 
 
 def _default(name: str | None, algo: str, cmd: type, chosen: str | None) -> Any:

@@ -84,7 +84,10 @@ class RunConfig:
     resume_reset: tuple[str, ...] = ()
     """On resume, fields to set back to their defaults, which giving the default value
     cannot say: e.g. ('stop_return',) turns a saved stop_return off, 'magnet.coeff' a
-    nested field. The CLI fills it from flags given their default value."""
+    nested field."""
+    resume_as_given: Annotated[bool, tyro.conf.Suppress] = False
+    """On resume, every field of the configs passed is the run's new value, not only those
+    that differ from the defaults: the CLI parses its flags over the saved configs."""
     json: bool = False
     """Print the final result as one JSON object on the last stdout line."""
     progress: bool = True
@@ -92,7 +95,8 @@ class RunConfig:
 
     PER_INVOCATION: ClassVar[tuple[str, ...]] = (
         "resume", "address", "placement_strategy", "device", "num_torch_threads",
-        "max_restarts", "actor_timeout_s", "resume_reset", "json", "progress")
+        "max_restarts", "actor_timeout_s", "resume_reset", "resume_as_given", "json",
+        "progress")
     """Fields a resumed run takes from the new invocation, never from its checkpoint."""
 
     def __post_init__(self) -> None:

@@ -34,9 +34,10 @@ def resume_logdir(path: str | Path) -> Path:
 
 
 def resumed_configs(ckpt: Checkpoint, config: Any, run: RunConfig) -> tuple[Any, RunConfig]:
-    """The checkpoint's configs, with the fields the caller set (those that differ from
-    the class defaults, nested configs field by field) applied on top, and those named
-    in run.resume_reset set back to their defaults; every change is reported."""
+    """The checkpoint's configs, with the fields the caller set applied on top (those
+    that differ from the class defaults, nested configs field by field; every field with
+    run.resume_as_given), and those named in run.resume_reset set back to their
+    defaults; every change is reported. The one place a resume merges configs."""
     saved_config, saved_run = saved_configs(ckpt, type(config))
     env = saved_run.env
     if env_name(run.env) not in (env_name(RunConfig.env), env_name(env)):
@@ -53,11 +54,12 @@ def resumed_configs(ckpt: Checkpoint, config: Any, run: RunConfig) -> tuple[Any,
         raise ValueError(f"a resumed run keeps its network ({saved_config.model}); "
                          "drop the model flags or start a new run.")
     resets = _reset_paths(run.resume_reset, config, run)
-    merged_run = _merge(saved_run, run, RunConfig(), resets,
+    every = run.resume_as_given
+    merged_run = _merge(saved_run, run, RunConfig(), resets, every,
                         skip=("env", "env_config", "logdir", *RunConfig.PER_INVOCATION))
     keep = {k: getattr(run, k) for k in RunConfig.PER_INVOCATION}
     keep["logdir"] = run.logdir or str(resume_logdir(run.resume))
-    config = _merge(saved_config, config, type(config)(), resets, skip=("model",))
+    config = _merge(saved_config, config, type(config)(), resets, every, skip=("model",))
     return config, dataclasses.replace(merged_run, **keep)
 
 
@@ -81,11 +83,12 @@ def _paths(config: Any, prefix: str = "") -> set[str]:
     return out
 
 
-def _merge(saved: Any, given: Any, default: Any, resets: set[str], skip: tuple[str, ...] = (),
-           prefix: str = "") -> Any:
-    """``saved`` with each field of ``given`` that differs from ``default`` (nested
-    configs merged field by field, so one given field leaves its siblings as saved) and
-    each field in ``resets`` set back to ``default``'s value."""
+def _merge(saved: Any, given: Any, default: Any, resets: set[str], every: bool,
+           skip: tuple[str, ...] = (), prefix: str = "") -> Any:
+    """``saved`` with each field of ``given`` that differs from ``default`` (``every``:
+    each field of ``given``; nested configs merged field by field, so one given field
+    leaves its siblings as saved) and each field in ``resets`` set back to ``default``'s
+    value."""
     changes = {}
     for f in dataclasses.fields(saved):
         name = prefix + f.name
@@ -95,25 +98,12 @@ def _merge(saved: Any, given: Any, default: Any, resets: set[str], skip: tuple[s
         if name in resets:
             value = base
         elif dataclasses.is_dataclass(old) and type(old) is type(new):
-            value = _merge(old, new, base, resets, prefix=name + ".")
+            value = _merge(old, new, base, resets, every, prefix=name + ".")
         else:
-            value = new if new != base else old
+            value = new if every or new != base else old
         if value != old:
             if not dataclasses.is_dataclass(old):
                 print(f"distrl: resume: {name} {old!r} -> {value!r}", file=sys.stderr,
                       flush=True)
             changes[f.name] = value
     return dataclasses.replace(saved, **changes) if changes else saved
-
-
-def set_to_default(saved: Any, given: Any, default: Any, prefix: str = "") -> list[str]:
-    """Dotted names of the fields ``given`` holds at ``default``'s value where ``saved``
-    has another: the inverse of what _merge applies, for the CLI's resume_reset."""
-    out = []
-    for f in dataclasses.fields(saved):
-        old, new, base = getattr(saved, f.name), getattr(given, f.name), getattr(default, f.name)
-        if dataclasses.is_dataclass(old) and type(old) is type(new):
-            out += set_to_default(old, new, base, f"{prefix}{f.name}.")
-        elif new == base != old:
-            out.append(prefix + f.name)
-    return out

@@ -60,7 +60,7 @@ class ReplayActor:
 @ray.remote
 class PolicyLearner:
     """One learning policy (a PolicyTrainer) on its shard's node; publishes each version
-    to the policy store, and frozen snapshots of itself under new ids."""
+    to the policy store (frozen snapshots are put by the driver, RayPlayers)."""
 
     def __init__(self, policy_id: str, obs_space: gym.Space, act_space: gym.Space,
                  config: LeagueConfig, replay: Any, head: Any, seed: int,
