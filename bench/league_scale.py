@@ -70,7 +70,7 @@ def main() -> None:
     run = RunConfig(env="pettingzoo:connect_four_v3", logdir=str(logdir), progress=False)
     league = start_league(config, run)
     pids = ray.get([a.__ray_call__.remote(lambda self: os.getpid())
-                    for a in league.players.runners.actors])
+                    for a in league.workers.runners.actors])
     rows, memory = [], {}
     try:
         while True:

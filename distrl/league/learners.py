@@ -23,8 +23,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from distrl.core.types import Rollout
 from distrl.league.config import LeagueConfig, Magnet
-from distrl.league.players import learner_seed
-from distrl.league.trainer import PolicyTrainer
+from distrl.league.trainer import LeagueTrainer
+from distrl.league.workers import learner_seed
 from distrl.runtime.cluster import check_resources
 from distrl.runtime.placement import holds
 from distrl.store.policy_cache import PolicySpec, flatten_policy
@@ -59,8 +59,8 @@ class ReplayActor:
 
 @ray.remote
 class PolicyLearner:
-    """One learning policy (a PolicyTrainer) on its shard's node; publishes each version
-    to the policy store (frozen snapshots are put by the driver, RayPlayers)."""
+    """One learning policy (a LeagueTrainer) on its shard's node; publishes each version
+    to the policy store (frozen snapshots are put by the driver, RayWorkers)."""
 
     def __init__(self, policy_id: str, obs_space: gym.Space, act_space: gym.Space,
                  config: LeagueConfig, replay: Any, head: Any, seed: int,
@@ -70,7 +70,7 @@ class PolicyLearner:
         self.policy_id, self.replay, self.head = policy_id, replay, head
         # A learner given a share of a GPU (DistributedLearners' num_gpus) trains on it.
         device = "cuda" if ray.get_gpu_ids() and torch.cuda.is_available() else "cpu"
-        self.trainer = PolicyTrainer(obs_space, act_space, config, device, magnet, seed)
+        self.trainer = LeagueTrainer(obs_space, act_space, config, device, magnet, seed)
         self.spec = PolicySpec(obs_space, act_space, config.model)
         self.version = self._publish(policy_id)
 

@@ -1,5 +1,5 @@
 """A league on Ray: MatchRunners play games through PolicyReader views of their
-node's policy store, and RayPlayers (the league's Players on Ray) drive them and
+node's policy store, and RayWorkers (the league's Workers on Ray) drive them and
 the DistributedLearners."""
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class MatchRunner:
         return {pid: self.reader.cache.version(pid) for pid in self.reader.cache.ids()}
 
 
-class RayPlayers:
+class RayWorkers:
     """A league's learners and games on Ray: ``num_env_runners`` MatchRunners (one
     Supervisor group) and DistributedLearners, which publish every version and every
     frozen snapshot to the policy store the runners read."""

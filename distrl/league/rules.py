@@ -206,7 +206,7 @@ def fit_elo(results: list[tuple[str, str, float, float]], anchor: str,
 
 
 @dataclass
-class Player:
+class Member:
     """A learner (trainable, role in ROLES) or a frozen snapshot of one."""
 
     id: str
@@ -225,20 +225,20 @@ class League:
 
     def __init__(self, rules: LeagueRules | None = None):
         self.rules = rules or LeagueRules()
-        self.players: dict[str, Player] = {}
+        self.players: dict[str, Member] = {}
         self.payoff = PayoffTable(self.rules.payoff_decay, self.rules.prior_games)
         self.elo = Elo(self.rules.elo_k)
         # Opponent pools and PFSP distributions, kept until the league changes: the
         # draws of one iteration share them (O(1) per draw instead of O(players)).
         self._cache: dict[tuple, Any] = {}
 
-    def add_learner(self, player_id: str, role: str) -> Player:
+    def add_learner(self, player_id: str, role: str) -> Member:
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}; got {role!r}.")
         if player_id in self.players:
             raise ValueError(f"player {player_id!r} is already in the league.")
         self._cache.clear()
-        self.players[player_id] = Player(player_id, role)
+        self.players[player_id] = Member(player_id, role)
         return self.players[player_id]
 
     def learners(self, role: str | None = None) -> list[str]:
@@ -342,7 +342,7 @@ class League:
         p.snapshots += 1
         p.steps_at_snapshot = env_steps
         snap = f"{learner}@{p.snapshots}"
-        self.players[snap] = Player(snap, p.role, parent=learner)
+        self.players[snap] = Member(snap, p.role, parent=learner)
         self.elo.ratings[snap] = self.elo.rating(learner)
         for opponent, row in list(self.payoff.results.get(learner, {}).items()):
             self.payoff.results.setdefault(snap, {})[opponent] = list(row)
@@ -373,7 +373,7 @@ class League:
         """A saved league; with ``rules``, playing by those (a resumed run's config)
         instead of the saved ones."""
         league = League(rules or LeagueRules(**data["rules"]))
-        league.players = {p["id"]: Player(**p) for p in data["players"]}
+        league.players = {p["id"]: Member(**p) for p in data["players"]}
         league.payoff.results = {a: {b: list(v) for b, v in row.items()}
                                  for a, row in data["payoff"].items()}
         league.elo.ratings = dict(data["elo"])

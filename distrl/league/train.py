@@ -1,14 +1,14 @@
 """train_league: PPO learners in an AlphaStar-style league on a multi-agent game.
 
 Each iteration the games are seated by the league's matchmaking at every reset; every
-learner trains on its own moves with the shared PPO update (PolicyTrainer); finished
+learner trains on its own moves with the shared PPO update (LeagueTrainer); finished
 games fill the payoff table; learners that qualify are frozen as snapshots (and
 exploiters reset); every league_eval_interval iterations the main agents play evaluation
 games against a uniformly random player (and the league's members), the only source of
 win rates and Elo.
 
-LeagueRun decides; its players play and learn: LocalPlayers in this process
-(num_env_runners=0), or league.remote.RayPlayers (Ray env runners reading the policy
+LeagueRun decides; its workers play and learn: LocalWorkers in this process
+(num_env_runners=0), or league.remote.RayWorkers (Ray env runners reading the policy
 store, DistributedLearners)."""
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from distrl.games.nash import AveragePolicy, table_nash_conv
 from distrl.games.policies import RANDOM
 from distrl.games.scoring import outcome, play_matches, policy_table, win_draw_loss
 from distrl.league.config import LeagueConfig
-from distrl.league.players import LocalPlayers, Players
 from distrl.league.rules import League
+from distrl.league.workers import LocalWorkers, Workers
 
 
 def train_league(config: LeagueConfig | None = None, run: RunConfig | None = None
@@ -71,8 +71,8 @@ def _check_learners(league: League, config: LeagueConfig) -> None:
 
 class LeagueRun:
     """The league's driver: matchmaking, the payoff table, snapshots, evaluation and
-    checkpoints. Who plays and learns is its ``players``: LocalPlayers in this process,
-    or RayPlayers (env runners reading the policy store, DistributedLearners)."""
+    checkpoints. Who plays and learns is its ``workers``: LocalWorkers in this process,
+    or RayWorkers (env runners reading the policy store, DistributedLearners)."""
 
     def __init__(self, start: Start):
         self.start, self.config, run = start, start.config, start.run
@@ -88,32 +88,32 @@ class LeagueRun:
         for pid, role in self.config.learner_ids():
             self.league.add_learner(pid, role)
         self.progress = start.progress()
-        self.ray_start_s = 0.0  # Ray starts inside RayPlayers' set-up, not timed apart
+        self.ray_start_s = 0.0  # Ray starts inside RayWorkers' set-up, not timed apart
         self.averages: dict[str, AveragePolicy] = {}  # main agent -> recent evaluations
         state = start.algo_state() if start.ckpt is not None else None
         if state is not None:
             self.league = League.from_json(state["league"], self.config.rules)
             _check_learners(self.league, self.config)
-        self.players = self._players(start.ckpt is not None and
+        self.workers = self._workers(start.ckpt is not None and
                                      start.ckpt.learner_state())
-        if state is not None:  # after the players, whose first games drew from it
+        if state is not None:  # after the workers, whose first games drew from it
             self.rng.bit_generator.state = state["rng"]
 
-    def _players(self, saved: dict[str, Any] | None) -> Players:
+    def _workers(self, saved: dict[str, Any] | None) -> Workers:
         """Start the learners (restoring saved weights) and the games."""
         run, cfg = self.start.run, self.config
         spaces = (self.obs_space, self.act_space)
         if cfg.num_env_runners:
-            from distrl.league.remote import RayPlayers
+            from distrl.league.remote import RayWorkers
 
-            players: Players = RayPlayers(cfg, *spaces, run, self._choose)
+            workers: Workers = RayWorkers(cfg, *spaces, run, self._choose)
         else:
-            players = LocalPlayers(cfg, *spaces, run, self._choose, self.generator)
+            workers = LocalWorkers(cfg, *spaces, run, self._choose, self.generator)
         if saved:
             self.generator.set_state(saved["generator"])
-            players.set_state(saved)
-            players.set_games_state(self.start.ckpt.runner_states())
-        return players
+            workers.set_state(saved)
+            workers.set_games_state(self.start.ckpt.runner_states())
+        return workers
 
     def _choose(self, env_index: int = 0, learner: str | None = None) -> dict[str, str]:
         """A learner (random unless given), its opponent by the league, and a random
@@ -128,10 +128,10 @@ class LeagueRun:
     def iterate(self) -> dict[str, Any]:
         t0 = time.perf_counter()
         learners = self.league.learners()
-        results, env_steps = self.players.play(learners, self.config.train_batch_size)
+        results, env_steps = self.workers.play(learners, self.config.train_batch_size)
         t1 = time.perf_counter()
         metrics: dict[str, Any] = {}
-        for pid, out in self.players.train().items():
+        for pid, out in self.workers.train().items():
             metrics.update({f"learner/{pid}/{k}": v for k, v in out.items()})
         for result in results:
             ids = sorted(set(result.policies.values()))
@@ -149,7 +149,7 @@ class LeagueRun:
                    "env/steps_per_s": env_steps / (t2 - t0),
                    "league/matches_per_s": len(results) / (t2 - t0),
                    "league/num_policies": len(self.league.players),
-                   **self.players.metrics()}
+                   **self.workers.metrics()}
         every = self.config.league_eval_interval
         if every and self.progress.iteration % every == 0:
             metrics.update(self.evaluate())
@@ -158,15 +158,15 @@ class LeagueRun:
     def _snapshots(self) -> dict[str, Any]:
         """Freeze qualifying learners (a copy of the weights), reset exploiters."""
         taken = []
-        steps = self.players.env_steps()
+        steps = self.workers.env_steps()
         for pid in self.league.learners():
             if not self.league.ready_to_snapshot(pid, steps[pid]):
                 continue
             snap = self.league.snapshot(pid, steps[pid])
-            self.players.freeze(pid, snap)
+            self.workers.freeze(pid, snap)
             taken.append(snap)
             if self.league.should_reset(pid, self.rng):
-                self.players.reset(pid)
+                self.workers.reset(pid)
         return {"league/snapshots_taken": len(taken)}
 
     def evaluate(self) -> dict[str, float]:
@@ -175,7 +175,7 @@ class LeagueRun:
         newest snapshot, half in each seat; the results move the Elo ratings. On
         OpenSpiel games also its exact NashConv (of its sampling policy)."""
         out: dict[str, float] = {}
-        policies, run = self.players.acting(), self.start.run
+        policies, run = self.workers.acting(), self.start.run
         openings = self.config.league_eval_random_opening_moves
         for pid in self.league.learners("main_agent"):
             for opponent, games in self._eval_opponents(pid):
@@ -228,17 +228,17 @@ class LeagueRun:
 
     def policy(self) -> torch.nn.Module:
         """The main agent's network (evaluation episodes)."""
-        return self.players.module("main_0")
+        return self.workers.module("main_0")
 
     def save(self) -> Path:
-        state = self.players.get_state()
+        state = self.workers.get_state()
         main = state["weights"]["main_0"]
         return save_run(self.start, self.progress,
                         policy_files(main, self.obs_space, self.act_space, self.config.model),
                         {**state, "generator": self.generator.get_state()},
-                        self.players.games_state(),
+                        self.workers.games_state(),
                         {"league": self.league.to_json(), "rng": self.rng.bit_generator.state})
 
     def close(self) -> None:
-        self.players.close()
+        self.workers.close()
 

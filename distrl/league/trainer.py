@@ -1,4 +1,4 @@
-"""PolicyTrainer: one learning policy of a league (PPO with its own KL coefficient,
+"""LeagueTrainer: one learning policy of a league (PPO with its own KL coefficient,
 env steps and magnet), the same object in the driver and in a Ray learner.
 """
 
@@ -29,7 +29,7 @@ from distrl.models.recurrent import actor_critic
 from distrl.ppo.loss import LossTerm, ppo_update, update_kl_coeff
 
 
-class PolicyTrainer:
+class LeagueTrainer:
     """One learning policy of a league: an ActorCritic on the shared Learner, its own
     adaptive KL coefficient and env steps (for its schedules). The same object trains in
     the driver (num_env_runners=0) and inside a Ray PolicyLearner."""

@@ -73,7 +73,6 @@ class Supervisor:
                  start_timeout_s: float = 120.0, placement_strategy: str | None = None,
                  group_failure: Callable[[Exception], bool] | None = None):
         self.name = name
-        self.max_restarts = max_restarts
         self.call_timeout_s = call_timeout_s
         self.start_timeout_s = start_timeout_s
         self.resources = resources

@@ -82,7 +82,7 @@ def test_league_state_critic_trains_on_cuda():
     from distrl.games.games import make_multiagent_env, policy_obs_space
     from distrl.games.matches import MatchLoop
     from distrl.games.policies import RandomPolicy
-    from distrl.league.trainer import PolicyTrainer
+    from distrl.league.trainer import LeagueTrainer
 
     envs = [make_multiagent_env("openspiel:kuhn_poker") for _ in range(4)]
     spaces = (policy_obs_space(envs[0].observation_space("player_0")),
@@ -93,7 +93,7 @@ def test_league_state_critic_trains_on_cuda():
                            ).rollouts["A"]
     config = LeagueConfig(model=TINY, state_critic=True, minibatch_size=64,
                           num_epochs=2, gamma=1.0)
-    trainer = PolicyTrainer(*spaces, config, device="cuda")
+    trainer = LeagueTrainer(*spaces, config, device="cuda")
     metrics = trainer.update(rollout)
     metrics.update(trainer.update(rollout))
     assert next(trainer.critic.model.parameters()).is_cuda and metrics["critic_loss"] > 0

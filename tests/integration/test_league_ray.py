@@ -65,7 +65,7 @@ def test_failed_start_stops_learners_and_store(ray_local, monkeypatch, tmp_path)
         started.extend(learner for _, learner, _ in self.learners)
         raise RuntimeError("runners did not start")
 
-    monkeypatch.setattr(league.RayPlayers, "_start_runners", fail)
+    monkeypatch.setattr(league.RayWorkers, "_start_runners", fail)
     with pytest.raises(RuntimeError, match="did not start"):
         train_league(LeagueConfig(num_env_runners=1, num_cpus_per_learner=0.25),
                      RunConfig(env=GAME, logdir=str(tmp_path), progress=False))
@@ -114,10 +114,10 @@ def test_ray_league_trains_snapshots_and_resumes(ray_local, tmp_path):
     try:
         assert restored.league.to_json() == league
         for pid in [*snaps, "main_0"]:
-            got = restored.players.module(pid).state_dict()
+            got = restored.workers.module(pid).state_dict()
             for k, v in state["weights"][pid].items():
                 torch.testing.assert_close(got[k], v, rtol=0, atol=0)
-        assert restored.players.env_steps() == {p: t["env_steps"]
+        assert restored.workers.env_steps() == {p: t["env_steps"]
                                                 for p, t in state["trainers"].items()}
     finally:
         restored.close()
@@ -131,8 +131,8 @@ def test_ray_league_trains_lstm_learners_through_the_store(ray_local, tmp_path):
     from dataclasses import replace
 
     from distrl import ModelConfig
-    from distrl.league.players import learner_seed
-    from distrl.league.trainer import PolicyTrainer
+    from distrl.league.trainer import LeagueTrainer
+    from distrl.league.workers import learner_seed
 
     config = replace(CONFIG, model=ModelConfig(hiddens=(32,), use_lstm=True, lstm_cell_size=16,
                                                max_seq_len=4))
@@ -141,7 +141,7 @@ def test_ray_league_trains_lstm_learners_through_the_store(ray_local, tmp_path):
     assert result["iteration"] >= 2 and "league/win_rate/main_0_vs_random" in result
     ckpt = Checkpoint(result["checkpoint"])
     weights = ckpt.tensors("learner", "state.pt")["weights"]
-    init = PolicyTrainer(*make_spaces(), config, seed=learner_seed(run.seed, "main_0")
+    init = LeagueTrainer(*make_spaces(), config, seed=learner_seed(run.seed, "main_0")
                          ).model.state_dict()
     assert {k for k in init if k.startswith("lstm.")} <= set(weights["main_0"])
     assert any(not torch.equal(weights["main_0"][k], init[k]) for k in init
@@ -262,7 +262,7 @@ def test_a_dead_league_learner_is_restarted_from_its_published_weights(ray_local
                                                 num_torch_threads=2))
     try:
         league_run.iterate()
-        players = league_run.players
+        players = league_run.workers
         assert learner_threads(players) == 2  # the run's num_torch_threads, not one
         before = players.module("main_0").state_dict()
         steps = players.env_steps()["main_0"]
@@ -293,7 +293,7 @@ def test_a_lost_policy_store_and_replay_actor_are_rebuilt(ray_local, tmp_path):
                                                 num_torch_threads=2))
     try:
         league_run.iterate()
-        players = league_run.players
+        players = league_run.workers
         assert learner_threads(players) == 2  # the run's num_torch_threads, not one
         players.freeze("main_0", "probe")
         probe = players.module("probe").state_dict()
@@ -329,7 +329,7 @@ def test_overlapped_learners_train_on_the_last_play_while_the_runners_play(ray_l
     league_run = start_league(replace(CONFIG, overlap_learning=True, league_eval_interval=0),
                               RunConfig(env=GAME, logdir=str(tmp_path), progress=False,
                                         max_restarts=1))
-    players = league_run.players
+    players = league_run.workers
     replay = players.learners.get("main_0")[1]
     try:
         first = league_run.iterate()

@@ -22,7 +22,7 @@ from distrl.league.terms import (  # noqa: E402
     reweighting_term,
     visit_weights,
 )
-from distrl.league.trainer import PolicyTrainer  # noqa: E402
+from distrl.league.trainer import LeagueTrainer  # noqa: E402
 from distrl.models.actor_critic import ActorCritic  # noqa: E402
 from distrl.models.distributions import Categorical  # noqa: E402
 from distrl.ppo.config import PPOHyperparams  # noqa: E402
@@ -108,7 +108,7 @@ def test_visit_weights_give_each_information_state_of_the_batch_one_share(monkey
     env = make_multiagent_env(KUHN)
     cfg = LeagueConfig(model=ModelConfig(hiddens=(8,)), minibatch_size=128, num_epochs=1,
                        magnet=Magnet(coeff=0.5, counterfactual=True, regulariser="visits"))
-    trainer = PolicyTrainer(policy_obs_space(env.observation_space("player_0")),
+    trainer = LeagueTrainer(policy_obs_space(env.observation_space("player_0")),
                             env.action_space("player_0"), cfg, magnet=cfg.magnet)
     trainer.update(r)
     np.testing.assert_allclose(seen["reg"].numpy(), weights, rtol=1e-6)
@@ -155,7 +155,7 @@ def test_a_counterfactual_learner_trains_on_kuhn_and_bad_setups_are_refused():
     env = make_multiagent_env(KUHN)
     cfg = LeagueConfig(model=ModelConfig(hiddens=(8,)), minibatch_size=128, num_epochs=1,
                        magnet=Magnet(coeff=0.5, counterfactual=True))
-    trainer = PolicyTrainer(policy_obs_space(env.observation_space("player_0")),
+    trainer = LeagueTrainer(policy_obs_space(env.observation_space("player_0")),
                             env.action_space("player_0"), cfg, magnet=cfg.magnet)
     assert trainer.update(r)["magnet_kl"] >= 0
     r.game.reach_logp = None

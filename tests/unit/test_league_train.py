@@ -92,14 +92,14 @@ def test_resume_restores_the_league_state(tmp_path):
     restored = LeagueRun(Start("league", config, run(tmp_path), tmp_path, ckpt))
     assert restored.league.to_json() == saved["league"]
     state = ckpt.tensors("learner", "state.pt")
-    assert restored.players.env_steps() == {
+    assert restored.workers.env_steps() == {
         pid: t["env_steps"] for pid, t in state["trainers"].items()}
-    assert min(restored.players.env_steps().values()) > 0
+    assert min(restored.workers.env_steps().values()) > 0
     weights = state["weights"]
-    for pid, module in ((p, restored.players.module(p)) for p in weights):
+    for pid, module in ((p, restored.workers.module(p)) for p in weights):
         for k, v in module.state_dict().items():
             torch.testing.assert_close(v, weights[pid][k], rtol=0, atol=0)
-    for pid, trainer in restored.players.trainers.items():  # magnets moved, and restored
+    for pid, trainer in restored.workers.trainers.items():  # magnets moved, and restored
         saved_trainer = state["trainers"][pid]
         assert trainer.magnet_at == saved_trainer["magnet_at"] > 0
         for k, v in trainer.magnet.state_dict().items():
@@ -285,7 +285,7 @@ def test_a_resumed_league_plays_by_the_resumed_rules_and_keeps_its_learners(tmp_
     league_run = start_league(changed, run(tmp_path, resume=str(tmp_path)))
     try:  # the saved snapshot settings stay; the given rule is the league's now
         assert league_run.league.rules == replace(SMALL.rules, self_play_prob=0.5)
-        assert sorted(league_run.players.trainers) == sorted(league_run.league.learners())
+        assert sorted(league_run.workers.trainers) == sorted(league_run.league.learners())
     finally:
         league_run.close()
     more = replace(SMALL, rules=replace(SMALL.rules, num_main_exploiters=2))

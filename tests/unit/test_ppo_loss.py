@@ -220,7 +220,7 @@ def test_magnet_term_is_kl_from_policy_to_magnet():
 
 def test_trainer_moves_its_magnet_to_the_policy_every_update_steps():
     from distrl.league.config import LeagueConfig, Magnet
-    from distrl.league.trainer import PolicyTrainer
+    from distrl.league.trainer import LeagueTrainer
     from tests.fakes import random_rollout
 
     def params(module):
@@ -229,7 +229,7 @@ def test_trainer_moves_its_magnet_to_the_policy_every_update_steps():
     torch.manual_seed(0)
     spaces = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
     cfg = LeagueConfig(minibatch_size=32, num_epochs=2, lr=1e-2, use_kl_loss=False)
-    trainer = PolicyTrainer(*spaces, cfg, magnet=Magnet(coeff=0.5, update_steps=64))
+    trainer = LeagueTrainer(*spaces, cfg, magnet=Magnet(coeff=0.5, update_steps=64))
     initial = params(trainer.model)
     metrics = trainer.update(random_rollout(32, 0))  # 32 steps: the magnet stays put
     assert metrics["magnet_kl"] > 0 and torch.equal(params(trainer.magnet), initial)
@@ -237,17 +237,17 @@ def test_trainer_moves_its_magnet_to_the_policy_every_update_steps():
     trainer.update(random_rollout(32, 1))  # 64 steps: moved before this update
     assert torch.equal(params(trainer.magnet), after_first) and trainer.magnet_at == 64
     # A checkpoint restores the magnet and when it last moved.
-    restored = PolicyTrainer(*spaces, cfg, magnet=Magnet(coeff=0.5, update_steps=64))
+    restored = LeagueTrainer(*spaces, cfg, magnet=Magnet(coeff=0.5, update_steps=64))
     restored.set_state(trainer.get_state())
     assert torch.equal(params(restored.magnet), after_first) and restored.magnet_at == 64
-    assert PolicyTrainer(*spaces, cfg).magnet is None  # off by default
+    assert LeagueTrainer(*spaces, cfg).magnet is None  # off by default
     with pytest.raises(ValueError, match="must be >= 0"):
         Magnet(coeff=-1.0)
 
 
 def test_magnet_phases_lengthen_by_update_growth_and_resume():
     from distrl.league.config import LeagueConfig, Magnet
-    from distrl.league.trainer import PolicyTrainer
+    from distrl.league.trainer import LeagueTrainer
     from tests.fakes import random_rollout
 
     torch.manual_seed(0)
@@ -255,13 +255,13 @@ def test_magnet_phases_lengthen_by_update_growth_and_resume():
     cfg = LeagueConfig(minibatch_size=32, num_epochs=1, lr=1e-2, use_kl_loss=False)
     magnet = Magnet(coeff=0.5, update_steps=64, update_growth=2.0)
     assert [magnet.phase_steps(k) for k in range(3)] == [64, 128, 256]
-    trainer = PolicyTrainer(*spaces, cfg, magnet=magnet)
+    trainer = LeagueTrainer(*spaces, cfg, magnet=magnet)
     moved = []
     for i in range(8):  # 32 steps per update: phases of 64 then 128 steps
         trainer.update(random_rollout(32, i))
         moved.append(trainer.magnet_at)
         if i == 3:  # a checkpoint mid-phase keeps the schedule
-            restored = PolicyTrainer(*spaces, cfg, magnet=magnet)
+            restored = LeagueTrainer(*spaces, cfg, magnet=magnet)
             restored.set_state(trainer.get_state())
             assert (restored.magnet_at, restored.magnet_updates) == (64, 1)
     assert moved == [0, 64, 64, 64, 64, 192, 192, 192]

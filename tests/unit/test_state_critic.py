@@ -12,7 +12,7 @@ from distrl import LeagueConfig, ModelConfig  # noqa: E402
 from distrl.games.games import make_multiagent_env, policy_obs_space  # noqa: E402
 from distrl.games.matches import MatchLoop  # noqa: E402
 from distrl.games.policies import LocalPolicy, RandomPolicy  # noqa: E402
-from distrl.league.trainer import PolicyTrainer, control_variate_returns  # noqa: E402
+from distrl.league.trainer import LeagueTrainer, control_variate_returns  # noqa: E402
 from distrl.models.actor_critic import ActorCritic  # noqa: E402
 
 SIZES = {"kuhn_poker": 11, "leduc_poker": 30}  # information-state tensors
@@ -102,7 +102,7 @@ def test_a_weighted_node_fits_as_its_repeats_would():
     choice, targets = torch.tensor([0, 2]), torch.tensor([1.0, -0.5])
     critics = []
     for rows in ([0, 1], [0, 0, 1]):
-        trainer = PolicyTrainer(*spaces("kuhn_poker"), CONFIG)
+        trainer = LeagueTrainer(*spaces("kuhn_poker"), CONFIG)
         trainer._state_critic(22, 3)
         weight = torch.tensor([2.0, 1.0]) if len(rows) == 2 else torch.ones(3)
         trainer._fit_critic(states[rows], choice[rows], targets[rows], weight, 3, None)
@@ -188,7 +188,7 @@ def test_with_the_exact_critic_each_advantage_is_the_moves_exact_advantage():
     # advantage is q(h, a) - V(h) exactly, however the later cards and moves fell; the
     # Monte Carlo return (no critic) is far from it.
     table = exact_action_values("leduc_poker")
-    trainer = PolicyTrainer(*spaces("leduc_poker"), CONFIG)
+    trainer = LeagueTrainer(*spaces("leduc_poker"), CONFIG)
     r = self_play("leduc_poker", RandomPolicy(3), 2000, seed=4).rollouts["A"]
     shape = r.game.critic_obs.shape[-1], r.game.critic_probs.shape[-1]
     trainer._state_critic(*shape).model = Lookup(table)
@@ -206,7 +206,7 @@ def test_a_state_critic_learns_the_values_of_hidden_card_states():
     # critic sees; an information-state critic could only learn their average.
     torch.manual_seed(0)
     size = SIZES["kuhn_poker"]
-    trainer = PolicyTrainer(*spaces("kuhn_poker"), CONFIG)
+    trainer = LeagueTrainer(*spaces("kuhn_poker"), CONFIG)
     rows = []
     for i in range(20):
         r = self_play("kuhn_poker", RandomPolicy(2), 1024, seed=100 + i).rollouts["A"]
@@ -230,7 +230,7 @@ def test_the_critic_resumes_from_a_checkpoint_and_bad_setups_are_refused():
     torch.manual_seed(0)
     cfg = LeagueConfig(model=ModelConfig(hiddens=(16,)), state_critic=True, minibatch_size=64,
                        num_epochs=1, gamma=1.0)
-    trainer = PolicyTrainer(*spaces("kuhn_poker"), cfg)
+    trainer = LeagueTrainer(*spaces("kuhn_poker"), cfg)
     rollout = self_play("kuhn_poker", RandomPolicy(2), 128, seed=3).rollouts["A"]
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     trainer.update(rollout)
@@ -238,7 +238,7 @@ def test_the_critic_resumes_from_a_checkpoint_and_bad_setups_are_refused():
     after = trainer.model.state_dict()
     moved = {k for k in before if not torch.equal(before[k], after[k])}
     assert moved and all(k.startswith("pi.") for k in moved), moved
-    restored = PolicyTrainer(*spaces("kuhn_poker"), cfg)
+    restored = LeagueTrainer(*spaces("kuhn_poker"), cfg)
     restored.set_state(trainer.get_state())
     states = torch.as_tensor(rollout.game.critic_obs[:, 0])
     torch.testing.assert_close(restored.critic.model(states), trainer.critic.model(states))

@@ -1,5 +1,5 @@
-"""Who plays and learns in a league: the Players protocol LeagueRun drives, and its
-in-process implementation (LocalPlayers; league/remote.py has RayPlayers).
+"""Who plays and learns in a league: the Workers protocol LeagueRun drives, and its
+in-process implementation (LocalWorkers; league/remote.py has RayWorkers).
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from distrl.games.games import make_multiagent_env
 from distrl.games.matches import MatchLoop, MatchResult
 from distrl.games.policies import LocalPolicy, outside_players
 from distrl.league.config import LeagueConfig
-from distrl.league.trainer import PolicyTrainer
+from distrl.league.trainer import LeagueTrainer
 from distrl.models.recurrent import actor_critic
 
 
-class Players(Protocol):
-    """Who plays and learns for a LeagueRun: LocalPlayers (this process) or
-    league.remote.RayPlayers (Ray env runners reading the policy store, and
-    DistributedLearners). LeagueRun keeps every rule; players only move games, samples
+class Workers(Protocol):
+    """Who plays and learns for a LeagueRun: LocalWorkers (this process) or
+    league.remote.RayWorkers (Ray env runners reading the policy store, and
+    DistributedLearners). LeagueRun keeps every rule; workers only move games, samples
     and weights."""
 
     def play(self, learners: list[str], min_samples: int) -> tuple[list[MatchResult], int]:
@@ -77,13 +77,13 @@ class Players(Protocol):
     def close(self) -> None: ...
 
 
-class LocalPlayers:
+class LocalWorkers:
     """Every learner, snapshot and game in the driver's process (num_env_runners=0)."""
 
     def __init__(self, cfg: LeagueConfig, obs_space: gym.Space, act_space: gym.Space,
                  run: RunConfig, choose: Any, generator: torch.Generator):
         self.cfg, self.spaces, self.generator = cfg, (obs_space, act_space), generator
-        self.trainers = {pid: PolicyTrainer(obs_space, act_space, cfg, magnet=cfg.magnet,
+        self.trainers = {pid: LeagueTrainer(obs_space, act_space, cfg, magnet=cfg.magnet,
                                             seed=learner_seed(run.seed, pid))
                          for pid, _ in cfg.learner_ids()}
         envs = [make_multiagent_env(run.env, run.env_config) for _ in range(cfg.num_envs)]
