@@ -86,10 +86,10 @@ class AlphaZeroConfig:
                              "eval_interval, num_workers and num_cpus_per_worker must be >= 0.")
         if self.grad_clip is not None and self.grad_clip <= 0:
             raise ValueError(f"`grad_clip` ({self.grad_clip}) must be > 0 or None.")
-        if self.learning_starts > self.replay_capacity:
-            raise ValueError(f"`learning_starts` ({self.learning_starts}) exceeds "
-                             f"`replay_capacity` ({self.replay_capacity}): no step would "
-                             "ever be taken.")
+        for name in ("learning_starts", "train_batch_size"):
+            if getattr(self, name) > self.replay_capacity:
+                raise ValueError(f"`{name}` ({getattr(self, name)}) exceeds `replay_capacity` "
+                                 f"({self.replay_capacity}): no step would ever be taken.")
         if self.model.use_lstm:
             raise ValueError("AlphaZero searches from positions, not histories: leave "
                              "model.use_lstm off.")

@@ -69,9 +69,18 @@ class Replay:
                 "outcome": torch.from_numpy(self.outcome[:n].copy()), "next": self.next}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        n = len(state["outcome"])
-        self.obs[:n], self.policy[:n] = state["obs"].numpy(), state["policy"].numpy()
-        self.outcome[:n], self.size, self.next = state["outcome"].numpy(), n, int(state["next"])
+        """The saved positions; the newest ``capacity`` of them where a resume changed the
+        capacity. The ring keeps its layout where it fits (the same draws follow)."""
+        n, start, capacity = len(state["outcome"]), int(state["next"]), len(self.obs)
+        order = np.arange(n)
+        if start < n:  # a full ring: its oldest row is at ``next``
+            order = order if n == capacity else np.roll(order, -start)
+        order = order[-capacity:]
+        for mine, saved in ((self.obs, "obs"), (self.policy, "policy"),
+                            (self.outcome, "outcome")):
+            mine[:len(order)] = state[saved].numpy()[order]
+        self.size = len(order)
+        self.next = start if start < n and n == capacity else self.size % capacity
 
 
 def mirrored(obs: np.ndarray, policy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -70,9 +70,14 @@ class Learner:
                 "optimizer": _map_tensors(self.opt.state_dict(), _cpu)}
 
     def set_state(self, state: LearnerState) -> None:
+        """The saved weights and Adam moments; the hyperparameters stay this learner's,
+        so that a resume with a new lr or eps trains with it."""
         self.model.load_state_dict(state["model"])
         if state.get("optimizer") is not None:
+            mine = [{k: v for k, v in g.items() if k != "params"} for g in self.opt.param_groups]
             self.opt.load_state_dict(state["optimizer"])
+            for group, hyper in zip(self.opt.param_groups, mine, strict=True):
+                group.update(hyper)
 
 
 def _cpu(x: Any) -> Any:

@@ -25,3 +25,23 @@ def two_nodes():
     yield cluster.head_node.node_id, second.node_id
     ray.shutdown()
     cluster.shutdown()
+
+
+def kill(actor, timeout_s: float = 30.0) -> None:
+    """ray.kill, then wait until the death is known. The kill is asynchronous: a call sent
+    right after it can still be served (the store then held a version the test had
+    killed the publisher to prevent). Polls with the actor's ready call, which does
+    nothing, so no test step runs twice."""
+    import time
+
+    import ray
+
+    ray.kill(actor)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=10)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the killed actor still answers after {timeout_s:g} s")

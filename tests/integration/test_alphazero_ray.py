@@ -3,7 +3,6 @@ worker's share is played by its replacement, and a run trains through them."""
 
 import numpy as np
 import pytest
-import ray
 
 pytest.importorskip("pettingzoo")
 pytest.importorskip("pyspiel")
@@ -13,6 +12,7 @@ from distrl.alphazero.remote import RaySelfPlayers
 from distrl.alphazero.self_play import SelfPlayer
 from distrl.alphazero.train import train_alphazero
 from distrl.core.config import RunConfig
+from tests.integration.conftest import kill
 
 ENV = "pettingzoo:connect_four_v3"
 # One simulation, no noise, no sampled moves: every move is the network's top prior.
@@ -43,7 +43,7 @@ def test_workers_play_with_the_weights_they_are_sent(ray_local):
         games = players.play(favouring(3), rounds=42)
         assert len(games) >= 4 and first_moves(games) == {3}
         assert 5 in first_moves(players.play(favouring(5), rounds=84))
-        ray.kill(players.sup.actors[1])
+        kill(players.sup.actors[1])
         assert 2 in first_moves(players.play(favouring(2), rounds=84))
         assert players.metrics() == {"faults/restarts/self_play": 1}
     finally:

@@ -14,6 +14,7 @@ import torch
 from distrl import ApexConfig, ModelConfig, RunConfig
 from distrl.apex.roles import SHARD_ID_SPAN, DQNLearner
 from distrl.apex.train import make_engine
+from tests.integration.conftest import kill
 
 SPACES = (gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))
 
@@ -87,14 +88,6 @@ def test_actors_get_new_weights_only_after_max_weight_sync_delay(ray_local):
         never.close()
 
 
-def kill_and_wait(actor):
-    """ray.kill returns before the actor is gone: wait until a call to it fails."""
-    ray_module.kill(actor)
-    with pytest.raises(ray_module.exceptions.RayActorError):
-        for _ in range(100):
-            ray_module.get(actor.stats.remote())
-
-
 def wait_for_actor_steps(engine):
     """Until every actor step in flight has returned (its result not yet handled)."""
     flying = [ref for ref, c in engine.calls.items() if c.kind == "actor"]
@@ -120,12 +113,12 @@ def test_killed_actor_and_killed_shard_are_replaced(ray_local):
         # Killed once its step has returned: a fragment whose actor dies after its add
         # landed is never reported, so replay/lost below would miss it (see _replace).
         wait_for_actor_steps(engine)
-        ray_module.kill(engine.actors.actors[0])
+        kill(engine.actors.actors[0])
         out = engine.iterate(min_time_s=1.0, min_env_steps=600)
         assert engine.metrics()["faults/restarts/apex_actors"] == 1
         assert out["env_steps"] >= 600
         dead, size = landed_after_the_last_stats(engine)
-        kill_and_wait(engine.shards.actors[dead])
+        kill(engine.shards.actors[dead])
         # Found dead by a stats call, before any actor is sent there: no add fails, so what
         # is lost is exactly what the shard held, though the driver had seen less of it.
         engine._refresh_shard_sizes()

@@ -12,6 +12,7 @@ pytest.importorskip("pettingzoo")
 
 from distrl import LeagueConfig, LeagueRules, RunConfig, train_league
 from distrl.core.checkpoint import Checkpoint
+from tests.integration.conftest import kill
 
 GAME = "pettingzoo:connect_four_v3"
 
@@ -221,7 +222,6 @@ def test_a_learner_that_cannot_start_is_an_error_within_its_timeout(ray_local):
 def test_cli_league_asking_for_a_missing_gpu_is_one_line(tmp_path):
     import subprocess
     import sys
-    import time
 
     t0 = time.monotonic()
     out = subprocess.run([sys.executable, "-m", "distrl", "train", "league", "--env",
@@ -234,19 +234,6 @@ def test_cli_league_asking_for_a_missing_gpu_is_one_line(tmp_path):
     assert len(errors) == 1 and "--num-gpus-for-learners" in errors[0], out.stderr[-2000:]
 
 
-def kill(actor) -> None:
-    """ray.kill, then wait until the death is known: the kill is asynchronous, and a call
-    sent right after it can still be served (seen once in CI: the second kill of the test
-    below went unnoticed by the env_steps() that followed)."""
-    ray.kill(actor)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            ray.get(actor.node_id.remote(), timeout=10)
-        except ray.exceptions.RayActorError:
-            return
-        time.sleep(0.05)
-    raise AssertionError("the killed actor still answers after 30 s")
 
 
 def learner_threads(players) -> int:

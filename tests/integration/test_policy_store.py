@@ -17,6 +17,7 @@ import torch
 from distrl.models.config import ModelConfig
 from distrl.store.policy_cache import PolicySpec, flatten_policy
 from distrl.store.remote import PolicyReader, head_store, publish
+from tests.integration.conftest import kill
 
 SPEC = PolicySpec(gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))
 BIG = PolicySpec(SPEC.obs_space, SPEC.act_space, ModelConfig(hiddens=(1024, 1024),
@@ -99,21 +100,11 @@ class Publisher:
         model = SPEC.build()
         return publish(head, policy_id, flatten_policy(model), SPEC), reference_output(model)
 
-    def ping(self):
-        return True
-
 
 def plasma_objects() -> int:
     from ray._private.internal_api import memory_summary  # no public API for this count
 
     return int(re.search(r"(\d+) objects", memory_summary(stats_only=True)).group(1))
-
-
-def alive(actor) -> bool:
-    try:
-        return ray.get(actor.ping.remote())
-    except ray.exceptions.RayActorError:
-        return False
 
 
 def wait_for(condition, timeout_s=10.0):
@@ -220,10 +211,7 @@ def test_a_removed_id_published_again_keeps_rising(head):
 def test_weights_outlive_their_publisher(head):
     publisher = Publisher.remote()
     version, expected = ray.get(publisher.publish.remote(head, "orphan", 3))
-    ray.kill(publisher)
-    # ray.kill is asynchronous, and a call made just after it can still run (CI saw one): poll
-    # with calls that publish nothing until the death is known.
-    assert wait_for(lambda: not alive(publisher))
+    kill(publisher)
     assert ray.get(Probe.remote(head).act.remote("orphan"))[0] == version
     np.testing.assert_allclose(ray.get(Probe.remote(head).act.remote("orphan"))[1], expected,
                                rtol=1e-6, atol=1e-6)
@@ -245,6 +233,7 @@ import json, sys
 import gymnasium as gym, numpy as np, ray
 from distrl.store.policy_cache import PolicySpec, flatten_policy
 from distrl.store.remote import head_store, publish
+from tests.integration.conftest import kill
 ray.init(address=sys.argv[1], namespace="distrl-other-run", log_to_driver=False)
 spec = PolicySpec(gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))
 head = head_store()

@@ -1,12 +1,12 @@
 """Two Ray nodes on this machine: each node gets its own store and its own copy."""
 
 import numpy as np
-import pytest
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from distrl.store.policy_cache import flatten_policy
 from distrl.store.remote import head_store, publish
+from tests.integration.conftest import kill
 from tests.integration.test_policy_store import SPEC, Probe, Publisher, reference_output
 
 
@@ -42,9 +42,7 @@ def test_weights_published_on_a_far_node_outlive_their_publisher(two_nodes):
     head = head_store()
     publisher = Publisher.options(scheduling_strategy=on(other_node)).remote()
     version, expected = ray.get(publisher.publish.remote(head, "far", 5))
-    ray.kill(publisher)
-    with pytest.raises(ray.exceptions.RayActorError):  # returns once the death is known
-        ray.get(publisher.publish.remote(head, "far", 6))
+    kill(publisher)
     near = Probe.options(scheduling_strategy=on(head_node)).remote(head)
     got, out = ray.get(near.act.remote("far"))
     assert got == version

@@ -10,6 +10,7 @@ import pytest
 import ray
 
 from distrl.runtime.supervisor import Fault, Restarts, Supervisor
+from tests.integration.conftest import kill
 
 
 class SlowToRestart:
@@ -94,7 +95,7 @@ def test_call_all_calls_again_as_it_is_an_actor_whose_peer_heal_replaced(ray_loc
                      max_restarts=1, call_timeout_s=30.0, resources={"num_cpus": 0.1})
     peer = ray.remote(num_cpus=0)(Peer)
     peers = [peer.remote()]
-    ray.kill(peers[0])
+    kill(peers[0])
 
     def heal() -> bool:  # a new peer, read by the next call
         peers.append(peer.remote())

@@ -5,6 +5,7 @@ checks, checkpoints and `distrl eval` of its network."""
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -160,6 +161,25 @@ def test_replay_keeps_the_newest_positions_and_round_trips():
     assert torch.equal(obs[:, 0], outcome) and torch.equal(policy[:, 0], outcome)
 
 
+def test_a_resized_replay_keeps_the_newest_positions():
+    full = Replay(4, (1,), 1)  # a full ring: 2, 3, 4, 5 with its oldest (2) at index 2
+    full.add(*(np.arange(6, dtype=np.float32).reshape(-1, 1),) * 2, np.arange(6))
+    for capacity, kept in ((3, [3, 4, 5]), (4, [4, 5, 2, 3]), (8, [2, 3, 4, 5])):
+        resized = Replay(capacity, (1,), 1)
+        resized.set_state(full.get_state())
+        assert resized.outcome[:resized.size].tolist() == kept
+        resized.add(np.array([[6.0]]), np.array([[6.0]]), np.array([6.0]))
+        held = resized.outcome[:resized.size].tolist()
+        # The newest overwrote the oldest (or filled a free row); no unwritten row is held.
+        assert sorted(held) == list(range(7 - min(capacity, 5), 7))
+        assert sorted(resized.obs[:resized.size, 0].tolist()) == sorted(held)
+    filling = Replay(4, (1,), 1)  # not full: 0, 1
+    filling.add(np.zeros((2, 1)), np.zeros((2, 1)), np.arange(2))
+    smaller = Replay(1, (1,), 1)
+    smaller.set_state(filling.get_state())
+    assert smaller.outcome.tolist() == [1] and (smaller.size, smaller.next) == (1, 0)
+
+
 def test_search_refuses_games_it_cannot_search():
     with pytest.raises(ValueError, match="perfect information without chance"):
         search_game(make_multiagent_env("openspiel:kuhn_poker"))
@@ -172,6 +192,8 @@ def test_search_refuses_games_it_cannot_search():
     ({"dirichlet_fraction": 1.5}, "dirichlet_fraction"),
     ({"value_target_mix": -0.1}, r"`value_target_mix` \(-0.1\) must lie in \[0, 1\]"),
     ({"learning_starts": 10, "replay_capacity": 5}, "no step would ever be taken"),
+    ({"train_batch_size": 64, "replay_capacity": 32, "learning_starts": 0},
+     r"`train_batch_size` \(64\) exceeds `replay_capacity` \(32\)"),
 ])
 def test_config_errors_say_what_to_change(fields, message):
     with pytest.raises(ValueError, match=message):
@@ -211,9 +233,13 @@ def test_a_run_trains_saves_and_resumes_with_its_replay(tmp_path):
     # so the length mean covers them all).
     played = round(out["env/episode_len_mean"] * out["env/episodes_total"])
     assert out["replay/size"] == 2 * played
-    resumed = train_alphazero(SMALL, RunConfig(resume=out["checkpoint"], max_env_steps=288,
-                                               logdir=str(tmp_path / "b"), progress=False))
+    resumed = train_alphazero(replace(SMALL, lr=1e-5),
+                              RunConfig(resume=out["checkpoint"], max_env_steps=288,
+                                        logdir=str(tmp_path / "b"), progress=False))
     assert resumed["iteration"] == 9 and resumed["replay/size"] >= out["replay/size"]
+    # A new lr on resume trains (and is saved): the optimizer's state was restored.
+    optimizer = Checkpoint(resumed["checkpoint"]).learner_state()["learner"]["optimizer"]
+    assert [g["lr"] for g in optimizer["param_groups"]] == [1e-5]
     # The saved network plays `distrl eval` against a search bot.
     cli = subprocess.run([sys.executable, "-m", "distrl", "eval", out["checkpoint"],
                           "--opponent", "mcts:5", "--episodes", "4", "--json"],

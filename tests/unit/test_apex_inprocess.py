@@ -75,9 +75,12 @@ def test_checkpoint_is_weights_only_and_resume_continues_the_learner(tmp_path):
     assert saved_adam and all(torch.equal(saved_adam[i]["exp_avg"], got_adam[i]["exp_avg"])
                               for i in saved_adam)
     assert torch.equal(again["counters"], state["counters"])
-    resumed = train_apex(ApexConfig(**SMALL), RunConfig(
+    resumed = train_apex(ApexConfig(**{**SMALL, "lr": 1e-5}), RunConfig(
         resume=first["checkpoint"], max_env_steps=2_000, progress=False))
     assert resumed["env/steps_total"] >= 2_000
+    # The new lr trains and is saved; the Adam moments came from the checkpoint.
+    after = Checkpoint(resumed["checkpoint"]).tensors("learner", "state.pt")
+    assert [g["lr"] for g in after["optimizer"]["param_groups"]] == [1e-5]
     # The replay is not checkpointed: learning_starts is waited for again, then the
     # learner's counters go on from the checkpoint's.
     assert resumed["learner/trained_total"] > trained
