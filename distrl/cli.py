@@ -18,6 +18,7 @@ from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import JSONObject, RunConfig
 from distrl.core.metrics import strict_json
 from distrl.core.resume import saved_configs
+from distrl.games.nash import MAX_STATES
 from distrl.registry import ALGORITHMS
 from distrl.tuned import tuned
 
@@ -70,6 +71,9 @@ class Eval:
     random_opening_moves: int = 0
     """League runs: the first N moves of every game are uniformly random legal moves, so
     that greedy players meet different positions (reported: distinct_games)."""
+    nash_conv_max_states: int = MAX_STATES
+    """League and AlphaZero runs on OpenSpiel games: NashConv only if the game's tree has
+    at most this many histories (tabulating walks all of them; 0: never)."""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -190,7 +194,7 @@ def _eval_league(cli: Eval) -> None:
     try:
         out = evaluate_league(cli.checkpoint, cli.policy or "main_0", cli.opponent,
                               cli.episodes, cli.seed, cli.stochastic,
-                              cli.random_opening_moves)
+                              cli.random_opening_moves, cli.nash_conv_max_states)
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"distrl: error: {err}") from None
     if cli.json:

@@ -27,6 +27,11 @@ import numpy as np
 
 from distrl.games.games import import_extra, observe
 
+MAX_STATES = 100_000
+"""Default bound on a game's tree for exact NashConv (tree_size): Kuhn poker's has 58
+histories and Leduc's 9,457; tic-tac-toe's 549,946 took 38 s and 2.1 GB to tabulate, and
+connect four's never ends."""
+
 Probs = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """(observations [B, ...], masks [B, A]) -> action probabilities [B, A] (0 where illegal)."""
 
@@ -57,6 +62,19 @@ def _tabular(name: str) -> tuple[Any, np.ndarray, np.ndarray]:
     seen = [observe(s, s.current_player(), info_state) for s in tabular.states]
     return (tabular, np.stack([o["observation"] for o in seen]),
             np.stack([o["action_mask"] for o in seen]))
+
+
+def tree_size(game: Any, limit: int) -> int:
+    """The histories of ``game``'s tree (chance and terminal ones included), or limit + 1
+    once there are more: what tabulating and the best responders walk, counted first by
+    a walk that stops at the bound (10^5 histories of connect four in a quarter second)."""
+    count, stack = 0, [game.new_initial_state()]
+    while stack and count <= limit:
+        state = stack.pop()
+        count += 1
+        if not state.is_terminal():
+            stack.extend(state.child(a) for a in state.legal_actions())
+    return count
 
 
 def tabulate(game: Any, probs: Probs) -> np.ndarray:

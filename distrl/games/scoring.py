@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from distrl.core.config import from_json
 from distrl.core.evaluation import MAX_PARALLEL, rounds
 from distrl.games.games import make_multiagent_env, split_obs
 from distrl.games.matches import MatchLoop, MatchResult
-from distrl.games.nash import table_nash_conv, tabulate
+from distrl.games.nash import MAX_STATES, table_nash_conv, tabulate, tree_size
 from distrl.games.policies import RANDOM, LocalPolicy, RandomPolicy, make_bot
 from distrl.models.config import ModelConfig
 from distrl.models.distributions import mask_logits
@@ -153,17 +154,21 @@ def win_draw_loss(results: list[MatchResult], pid: str, opponent: str) -> np.nda
 
 def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: str = RANDOM,
                     games: int = 200, seed: int = 0, stochastic: bool = False,
-                    opening_moves: int = 0) -> dict[str, Any]:
+                    opening_moves: int = 0, nash_conv_max_states: int = MAX_STATES
+                    ) -> dict[str, Any]:
     """Win, draw and loss rates of a saved league's ``policy`` against ``opponent``
     (random, another of its policies, ``mcts:<simulations>``: OpenSpiel's MCTSBot, or
     ``module:callable``, a ScriptedPolicy's choose function), half of the games in each
     seat, the first ``opening_moves`` moves of each random; how many of the games were
-    distinct; for OpenSpiel games also the policy's exact NashConv (both seats played
-    by it)."""
+    distinct; for OpenSpiel games whose tree has at most ``nash_conv_max_states``
+    histories also the policy's exact NashConv (both seats played by it)."""
     ckpt = Checkpoint(checkpoint)
     if not ckpt.policy_ids:
         raise ValueError(f"{str(ckpt.path)!r} holds a {ckpt.algo!r} run; --policy and "
                          "--opponent apply to runs of games (league and alphazero).")
+    if nash_conv_max_states < 0:
+        raise ValueError(f"nash_conv_max_states ({nash_conv_max_states}) must be >= 0 "
+                         "(0: no NashConv).")
     if policy == opponent:
         raise ValueError(f"--policy and --opponent are both {policy!r}: a policy against "
                          "itself has no winner to count; pick another opponent.")
@@ -177,8 +182,9 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: st
            "win_rate": rates[0], "draw_rate": rates[1], "loss_rate": rates[2],
            "random_opening_moves": opening_moves,
            "distinct_games": len({r.history for r in results})}
-    if str(run["env"]).startswith("openspiel:"):
-        nash_conv = policy_nash_conv(run["env"], run["env_config"], policies[policy])
+    spiel = nash_conv_game(run["env"], run["env_config"], nash_conv_max_states)
+    if spiel is not None:
+        nash_conv = policy_nash_conv(spiel, policies[policy])
         if nash_conv is not None:
             out["nash_conv"] = nash_conv
     return out
@@ -218,28 +224,42 @@ def outside_policy(spec: str, game: Any, env_config: dict[str, Any], seed: int,
         probe.close()
 
 
-def policy_nash_conv(game: str, env_config: dict[str, Any], policy: Any) -> float | None:
-    """OpenSpiel's exact NashConv of the policy (its action probabilities); None for a
-    recurrent policy, whose probabilities depend on the seat's history, which OpenSpiel's
-    tabular policies (one observation per info state) do not replay."""
-    tabled = policy_table(game, env_config, policy)
-    return None if tabled is None else table_nash_conv(*tabled)
-
-
-def policy_table(game: str, env_config: dict[str, Any], policy: Any
-                 ) -> tuple[Any, np.ndarray] | None:
-    """(the OpenSpiel game, the policy's probabilities at each of its information states:
-    nash.tabulate), or None for a recurrent policy (see policy_nash_conv)."""
-    if getattr(policy, "recurrent", False):
+def nash_conv_game(game: str, env_config: dict[str, Any], max_states: int) -> Any | None:
+    """The OpenSpiel game under env ``game`` when its exact NashConv is cheap: None for
+    other envs, and for games whose tree has more than ``max_states`` histories, said in
+    one line (tabulating walks the whole tree, nash.MAX_STATES). Ask once per run."""
+    if not str(game).startswith("openspiel:"):
         return None
     env = make_multiagent_env(game, env_config)
+    try:
+        spiel = env.game
+    finally:
+        env.close()
+    if tree_size(spiel, max_states) > max_states:
+        print(f"distrl: NashConv skipped: {game} has more than {max_states:,} states "
+              "(nash_conv_max_states)", file=sys.stderr, flush=True)
+        return None
+    return spiel
+
+
+def policy_nash_conv(game: Any, policy: Any) -> float | None:
+    """OpenSpiel's exact NashConv of the policy (its action probabilities) on the
+    OpenSpiel ``game`` (nash_conv_game); None for a recurrent policy, whose probabilities
+    depend on the seat's history, which OpenSpiel's tabular policies (one observation per
+    info state) do not replay."""
+    table = policy_table(game, policy)
+    return None if table is None else table_nash_conv(game, table)
+
+
+def policy_table(game: Any, policy: Any) -> np.ndarray | None:
+    """The policy's probabilities at each information state of the OpenSpiel ``game``
+    (nash.tabulate), or None for a recurrent policy (see policy_nash_conv)."""
+    if getattr(policy, "recurrent", False):
+        return None
 
     def probs(obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
         with torch.no_grad():
             logits, _ = policy(torch.as_tensor(obs))
         return torch.softmax(mask_logits(logits, torch.as_tensor(mask).bool()), -1).numpy()
 
-    try:
-        return env.game, tabulate(env.game, probs)
-    finally:
-        env.close()
+    return tabulate(game, probs)

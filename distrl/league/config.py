@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 import tyro
 
 from distrl.core.config import check_positive
+from distrl.games.nash import MAX_STATES
 from distrl.league.rules import LeagueRules
 from distrl.ppo.config import PPOHyperparams
 
@@ -98,6 +99,9 @@ class LeagueConfig(PPOHyperparams):
     """On OpenSpiel games, also the exact NashConv of each main agent's average policy
     over its last N evaluations (league/nash_conv_avg/<id>; games/nash.py; 0: off).
     The window starts empty again after a resume."""
+    nash_conv_max_states: int = MAX_STATES
+    """On OpenSpiel games, NashConv only if the game's tree has at most this many
+    histories (tabulating walks all of them; Leduc has 9,457, tic-tac-toe 549,946; 0: never)."""
     stop_win_rate: float | None = None
     """Stop once every main agent's evaluation win rate reaches this."""
     num_env_runners: int = 0
@@ -130,13 +134,13 @@ class LeagueConfig(PPOHyperparams):
         check_positive(self, "train_batch_size", "num_envs", "league_eval_games",
                        "max_cached_policies")
         if min(self.num_env_runners, self.league_eval_member_games,
-               self.league_eval_random_opening_moves, self.league_eval_average_window) < 0 or min(
+               self.league_eval_random_opening_moves, self.league_eval_average_window,
+               self.nash_conv_max_states) < 0 or min(
                 self.num_cpus_per_learner, self.num_cpus_per_env_runner,
                 self.num_gpus_for_learners) < 0:
             raise ValueError("num_env_runners, league_eval_member_games, "
-                             "league_eval_random_opening_moves, league_eval_average_window "
-                             "and the CPU and GPU "
-                             "counts must be >= 0.")
+                             "league_eval_random_opening_moves, league_eval_average_window, "
+                             "nash_conv_max_states and the CPU and GPU counts must be >= 0.")
         if self.state_critic and self.gamma != 1.0:
             raise ValueError(f"state_critic estimates undiscounted returns (its control "
                              f"variates run over every node of a game); set gamma=1.0 (got "

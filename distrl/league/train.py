@@ -13,6 +13,7 @@ store, DistributedLearners)."""
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from distrl.core.loop import Start, drive, policy_files, save_run, start_run
 from distrl.games.games import make_multiagent_env, policy_obs_space
 from distrl.games.nash import AveragePolicy, table_nash_conv
 from distrl.games.policies import RANDOM
-from distrl.games.scoring import outcome, play_matches, policy_table, win_draw_loss
+from distrl.games.scoring import nash_conv_game, outcome, play_matches, policy_table, win_draw_loss
 from distrl.league.config import LeagueConfig
 from distrl.league.rules import League
 from distrl.league.workers import LocalWorkers, Workers
@@ -196,12 +197,10 @@ class LeagueRun:
     def _nash_conv(self, pid: str, policy: Any) -> dict[str, float]:
         """On OpenSpiel games: the policy's exact NashConv, and its average's over the
         last league_eval_average_window evaluations when that is on."""
-        run, window = self.start.run, self.config.league_eval_average_window
-        tabled = (policy_table(run.env, run.env_config, policy)
-                  if str(run.env).startswith("openspiel:") else None)
-        if tabled is None:
+        game, window = self.nash_game, self.config.league_eval_average_window
+        table = None if game is None else policy_table(game, policy)
+        if table is None:
             return {}
-        game, table = tabled
         out = {f"league/nash_conv/{pid}": table_nash_conv(game, table)}
         if window:
             if pid not in self.averages:  # built once: it walks the game's tree
@@ -210,6 +209,13 @@ class LeagueRun:
             average.add(table)
             out[f"league/nash_conv_avg/{pid}"] = average.nash_conv()
         return out
+
+    @functools.cached_property
+    def nash_game(self) -> Any | None:
+        """The OpenSpiel game of the NashConv evaluations, or None when there are none
+        (scoring.nash_conv_game): decided once, at the first evaluation."""
+        run = self.start.run
+        return nash_conv_game(run.env, run.env_config, self.config.nash_conv_max_states)
 
     def _eval_opponents(self, pid: str) -> list[tuple[str, int]]:
         games = self.config.league_eval_member_games

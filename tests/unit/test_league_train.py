@@ -175,6 +175,30 @@ def test_evaluate_league_rates_and_exact_nash_conv_on_kuhn(tmp_path):
     assert np.isfinite(out["nash_conv"]) and out["nash_conv"] > 0
 
 
+def test_a_league_on_connect_four_evaluates_without_tabulating(tmp_path, monkeypatch, capsys):
+    # OpenSpiel's connect four has ~10^13 histories: tabulating it never ended.
+    pytest.importorskip("pyspiel")
+    from distrl.games import scoring
+    from distrl.league import train
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("tabulated a game past nash_conv_max_states")
+
+    monkeypatch.setattr(scoring, "tabulate", refuse)
+    monkeypatch.setattr(train, "AveragePolicy", refuse)
+    config = LeagueConfig(rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0),
+                          train_batch_size=32, minibatch_size=32, num_epochs=1, num_envs=2,
+                          league_eval_interval=1, league_eval_games=2,
+                          league_eval_average_window=2)
+    first = train_league(config, run(tmp_path, env="openspiel:connect_four", max_env_steps=100))
+    line = ("distrl: NashConv skipped: openspiel:connect_four has more than 100,000 states "
+            "(nash_conv_max_states)\n")
+    assert first["iteration"] >= 2 and not any("nash_conv" in k for k in first)
+    assert capsys.readouterr().err.count(line) == 1  # once per run, not per evaluation
+    out = scoring.evaluate_league(first["checkpoint"], games=2)  # `distrl eval`
+    assert "nash_conv" not in out and capsys.readouterr().err.count(line) == 1
+
+
 def _load_main(checkpoint):
     from distrl.core.evaluation import load_policy
 

@@ -9,7 +9,14 @@ from open_spiel.python import policy as policy_lib  # noqa: E402
 from open_spiel.python.algorithms import cfr, exploitability  # noqa: E402
 
 from distrl.games.games import observe  # noqa: E402
-from distrl.games.nash import AveragePolicy, nash_conv, table_nash_conv, tabulate  # noqa: E402
+from distrl.games.nash import (  # noqa: E402
+    MAX_STATES,
+    AveragePolicy,
+    nash_conv,
+    table_nash_conv,
+    tabulate,
+    tree_size,
+)
 
 KUHN = pyspiel.load_game("kuhn_poker")
 
@@ -94,3 +101,45 @@ def test_the_window_keeps_only_the_newest_iterates():
     np.testing.assert_allclose(one.table(), tables[0], atol=1e-12)
     with pytest.raises(ValueError, match="window >= 1"):
         AveragePolicy(KUHN, window=0)
+
+
+def test_tree_size_counts_poker_and_stops_past_its_bound():
+    # Every history, chance and terminal ones included: what tabulating walks.
+    assert tree_size(KUHN, MAX_STATES) == 58 and tree_size(KUHN, 57) == 58
+    assert tree_size(pyspiel.load_game("leduc_poker"), MAX_STATES) == 9_457
+    for name in ("tic_tac_toe", "connect_four"):  # 549,946 and ~10^13 histories
+        assert tree_size(pyspiel.load_game(name), MAX_STATES) == MAX_STATES + 1
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("tabulated a game past nash_conv_max_states")
+
+
+@pytest.mark.parametrize("name", ["tic_tac_toe", "connect_four"])
+def test_big_games_get_no_nash_conv_and_are_not_tabulated(name, monkeypatch, capsys):
+    from distrl.games import scoring
+
+    monkeypatch.setattr(scoring, "tabulate", _refuse)
+    assert scoring.nash_conv_game(f"openspiel:{name}", {}, MAX_STATES) is None
+    assert capsys.readouterr().err == (f"distrl: NashConv skipped: openspiel:{name} has more "
+                                       "than 100,000 states (nash_conv_max_states)\n")
+
+
+@pytest.mark.parametrize("name, value", [
+    ("kuhn_poker", exploitability.nash_conv(KUHN, policy_lib.UniformRandomPolicy(KUHN))),
+    ("leduc_poker", 4.747222222222222),  # OpenSpiel's exploitability_test
+])
+def test_poker_under_the_bound_gets_its_nash_conv(name, value, capsys):
+    import torch
+
+    from distrl.games.scoring import nash_conv_game, policy_nash_conv
+
+    game = nash_conv_game(f"openspiel:{name}", {}, MAX_STATES)
+    assert game is not None and capsys.readouterr().err == ""
+
+    def uniform_net(obs):  # equal logits: uniform over the legal moves
+        return torch.zeros(len(obs), game.num_distinct_actions()), None
+
+    # float32 softmax: thirds are off by ~1e-8
+    assert policy_nash_conv(game, uniform_net) == pytest.approx(value, abs=1e-6)
+    assert nash_conv_game(f"openspiel:{name}", {}, 0) is None  # 0: never
