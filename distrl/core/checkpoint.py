@@ -15,6 +15,8 @@ Later components (replay shards, a league's history, many learners) add director
 
 A save writes a fresh temp directory, fsyncs every file and directory, and renames it
 into place, so a crash leaves either the old checkpoint or the new one, never a mix.
+What a killed save leaves beside it (.checkpoint.tmp-*, .checkpoint.old-*) is read by
+find_checkpoint when checkpoint/ is gone, and removed by the next good save.
 """
 
 from __future__ import annotations
@@ -122,8 +124,16 @@ def _swap_into_place(tmp: Path, directory: Path) -> None:
         os.rename(directory, old / directory.name)
     os.rename(tmp, directory)
     _fsync(directory.parent)
-    if old is not None:
-        shutil.rmtree(old)
+    # This save's old directory, and every one a killed save left (each may hold a
+    # whole replay): the new checkpoint is in place, nothing needs them now.
+    for leftover in _leftovers(directory):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _leftovers(directory: Path) -> list[Path]:
+    """The temp and old directories saves of ``directory`` make beside it (never itself)."""
+    name = directory.name
+    return [*directory.parent.glob(f".{name}.tmp-*"), *directory.parent.glob(f".{name}.old-*")]
 
 
 def find_checkpoint(path: str | Path) -> Path:
@@ -132,14 +142,45 @@ def find_checkpoint(path: str | Path) -> Path:
     for candidate in (p, p / DIR):
         if (candidate / MANIFEST).is_file():
             return candidate
-    # A crash between the two renames of a save leaves the previous checkpoint here.
-    for old in sorted(p.glob(f".{DIR}.old-*/{DIR}"), key=lambda d: d.stat().st_mtime):
-        if (old / MANIFEST).is_file():
-            return old
+    # A save killed between its two renames leaves no checkpoint/: the previous one in an
+    # old-* directory, the new one in its tmp-* directory (complete once its manifest,
+    # written last, reads).
+    found = _newest_leftover(p / DIR)
+    if found is not None:
+        return found
     raise FileNotFoundError(
         f"no checkpoint at {str(p)!r}: pass a run's logdir or its {DIR}/ directory "
         f"(a directory holding {MANIFEST})."
     )
+
+
+def _newest_leftover(directory: Path) -> Path | None:
+    """The leftover checkpoint with the highest iteration in its manifest; those whose
+    manifest is missing or unreadable (a save killed while writing it) are skipped."""
+    found: dict[Path, int] = {}
+    for leftover in _leftovers(directory):
+        candidate = leftover / directory.name if ".old-" in leftover.name else leftover
+        try:
+            iteration = read_manifest(candidate).get("iteration")
+        except (OSError, ValueError):
+            continue
+        if isinstance(iteration, int):
+            found[candidate] = iteration
+    return max(found, key=found.__getitem__, default=None)
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    """A checkpoint's manifest; a damaged one is a ValueError naming the file, which the
+    CLI shows as one `distrl: error:` line."""
+    path = directory / MANIFEST
+    try:
+        manifest = json.loads(path.read_bytes())
+        if not isinstance(manifest, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"checkpoint manifest {str(path)!r} is damaged ({err}); resume "
+                         "from another copy of the run, or start a new one.") from None
+    return manifest
 
 
 @dataclass(frozen=True)
@@ -159,7 +200,7 @@ class Checkpoint:
 
     def __init__(self, path: str | Path):
         self.path = find_checkpoint(path)
-        self.manifest = json.loads((self.path / MANIFEST).read_text())
+        self.manifest = read_manifest(self.path)
         if self.manifest.get("format") != FORMAT:
             raise ValueError(f"checkpoint {str(self.path)!r} has format "
                              f"{self.manifest.get('format')}; this distrl reads {FORMAT}.")

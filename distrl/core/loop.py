@@ -212,7 +212,8 @@ def drive(start: Start, run: Driven) -> dict[str, Any]:
         return path
 
     try:
-        logger = MetricsLogger(start.logdir, start.run.progress)
+        logger = MetricsLogger(start.logdir, start.run.progress,
+                               resumed_at=saved_at[0] if start.ckpt is not None else None)
         metrics, stopped_by = _loop(start.run, progress, logger,
                                     _named(start, progress, run.iterate), save_once,
                                     run.policy, run.should_stop)

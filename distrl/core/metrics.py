@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -20,10 +23,14 @@ SHOWN = ("iteration", "env/steps_total", "env/episode_return_mean", "env/steps_p
 class MetricsLogger:
     """Appends one JSON line per iteration, mirrors scalars to TensorBoard, shows progress."""
 
-    def __init__(self, logdir: Path, progress: bool = True):
+    def __init__(self, logdir: Path, progress: bool = True, resumed_at: int | None = None):
+        """``resumed_at``: a resumed run's checkpoint iteration; rows logged past it are
+        dropped, since the run redoes (and logs again) those iterations."""
         from torch.utils.tensorboard import SummaryWriter  # slow import: only when logging
 
         logdir.mkdir(parents=True, exist_ok=True)
+        if resumed_at is not None:
+            drop_rows_after(logdir / "metrics.jsonl", resumed_at)
         self.jsonl = (logdir / "metrics.jsonl").open("a")
         self.tb = SummaryWriter(str(logdir))
         self.console = Console(stderr=True)
@@ -74,6 +81,38 @@ def strict_json(values: dict[str, Any]) -> str:
     def clean(v: Any) -> Any:
         return None if isinstance(v, float) and not math.isfinite(v) else v
     return json.dumps({k: clean(v) for k, v in values.items()}, allow_nan=False)
+
+
+def drop_rows_after(path: Path, iteration: int) -> None:
+    """Keep the rows of iterations up to ``iteration`` (and no torn line a kill left
+    mid-write). Rewritten through a temp file (0600 while written, then the file's own
+    mode) and os.replace: a kill leaves the old file or the new one, never half of it."""
+    if not path.is_file():
+        return
+    lines = path.read_text(errors="replace").splitlines(keepends=True)
+    kept = [line for line in lines if _logged_by(line, iteration)]
+    if kept == lines:
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.writelines(kept)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _logged_by(line: str, iteration: int) -> bool:
+    """A whole row (ending in a newline) of an iteration up to ``iteration``."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return False  # torn by a kill
+    return line.endswith("\n") and isinstance(row, dict) and row.get("iteration", 0) <= iteration
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -1,8 +1,9 @@
 """What a resumed run takes from its checkpoint and what from the new invocation:
 nested configs merged field by field, fields set back to their defaults, league rules
-that follow the resumed config, and the directory it continues in."""
+that follow the resumed config, the directory it continues in and its metrics once."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -87,3 +88,20 @@ def test_cli_flags_on_resume_change_only_their_fields_and_can_restore_defaults(t
     assert saved["config"]["lr"] == 0.0003  # the default value, given
     assert saved["config"]["entropy_coeff"] == 0.01  # not given: as saved
     assert "stop_return 1000.0 -> None" in out.stderr and "lr 0.001 -> 0.0003" in out.stderr
+
+
+def test_a_resumed_run_logs_each_iteration_once(tmp_path):
+    """Killed after logging iterations past its checkpoint (the last row torn), a run
+    resumed from iteration 2 redoes them: metrics.jsonl keeps each iteration once."""
+    train_ppo(SMALL, RunConfig(logdir=str(tmp_path), max_env_steps=128, progress=False))
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.chmod(0o640)
+    with metrics.open("a") as f:  # what the killed run logged after its checkpoint
+        f.write('{"iteration": 3, "killed": true}\n{"iteration": 4, "kil')
+    train_ppo(SMALL, RunConfig(resume=str(tmp_path), max_env_steps=256, progress=False))
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [1, 2, 3, 4]
+    assert not any("killed" in r for r in rows)
+    assert metrics.stat().st_mode & 0o777 == 0o640  # rewritten, its mode kept
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["checkpoint", "metrics.jsonl", *(p.name for p in tmp_path.glob("events.*"))])
