@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from distrl.core.config import check_positive
+from distrl.games.policies import check_opponent
 from distrl.models.config import ModelConfig
 
 
@@ -90,6 +91,7 @@ class AlphaZeroConfig:
             if getattr(self, name) > self.replay_capacity:
                 raise ValueError(f"`{name}` ({getattr(self, name)}) exceeds `replay_capacity` "
                                  f"({self.replay_capacity}): no step would ever be taken.")
+        check_opponent(self.eval_opponent)
         if self.model.use_lstm:
             raise ValueError("AlphaZero searches from positions, not histories: leave "
                              "model.use_lstm off.")

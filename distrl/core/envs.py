@@ -3,11 +3,12 @@ or a factory, with keyword arguments (env_config)."""
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import importlib
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -98,6 +99,22 @@ def check_env_id(env: EnvSpec) -> None:
     )
 
 
+@contextlib.contextmanager
+def env_config_checked(env: Any, env_config: dict[str, Any]) -> Iterator[None]:
+    """Making ``env`` with ``env_config`` as its keyword arguments: a key it does not
+    take becomes one line naming the env and the key, not a TypeError from inside its
+    constructor (Python names the first such key only)."""
+    try:
+        yield
+    except TypeError as err:
+        keys = [k for k in env_config if f"keyword argument {k!r}" in str(err)]
+        if not keys:
+            raise
+        raise ValueError(f"env {env_name(env)!r} does not take the env_config key "
+                         f"{keys[0]!r} (given: {sorted(env_config)}); remove it from "
+                         "--env-config or fix its name.") from None
+
+
 def make_vec_env(env: EnvSpec, num_envs: int, env_config: dict[str, Any] | None = None,
                  clip_rewards: bool = True) -> gym.vector.VectorEnv:
     """A vector env with NEXT_STEP autoreset (gymnasium's default; see returns.py).
@@ -111,7 +128,8 @@ def make_vec_env(env: EnvSpec, num_envs: int, env_config: dict[str, Any] | None 
     """
     check_env_id(env)
     try:
-        vec = _make_vec(env, num_envs, env_config or {}, clip_rewards)
+        with env_config_checked(env, env_config or {}):
+            vec = _make_vec(env, num_envs, env_config or {}, clip_rewards)
     except (gym.error.DependencyNotInstalled, ImportError) as err:
         raise ValueError(f"env {env_name(env)!r} needs a package that is not installed: "
                          f"{_install_hint(env)} ({err})") from None

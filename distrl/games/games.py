@@ -38,6 +38,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from distrl.core.envs import env_config_checked
+
 GAMES_EXTRA = "pip install 'distrl[games]'"
 PETTINGZOO_FAMILIES = ("classic", "butterfly", "sisl", "mpe", "atari")
 OPENSPIEL_TWINS = {"connect_four": "connect_four", "tictactoe": "tic_tac_toe"}
@@ -186,7 +188,10 @@ class OpenSpielEnv:
             hint = f" Did you mean {', '.join(close)}?" if close else ""
             raise ValueError(f"no OpenSpiel game named {game!r}.{hint} "
                              "pyspiel.registered_names() lists them all.")
-        self.game = pyspiel.load_game(game, params) if isinstance(game, str) else game
+        try:
+            self.game = pyspiel.load_game(game, params) if isinstance(game, str) else game
+        except pyspiel.SpielError as err:  # an unknown parameter: it lists the known ones
+            raise ValueError(f"env openspiel:{game}: {err}") from None
         kind = self.game.get_type()
         if kind.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
             raise ValueError(f"OpenSpiel game {kind.short_name!r} has simultaneous moves; "
@@ -322,6 +327,11 @@ def make_multiagent_env(spec: str | Callable[..., Any], env_config: dict | None 
     """An env with the protocol from ``pettingzoo:<name>``, ``openspiel:<game>``,
     ``module:callable`` or a callable."""
     cfg = dict(env_config or {})
+    with env_config_checked(spec, cfg):
+        return _make_multiagent_env(spec, cfg)
+
+
+def _make_multiagent_env(spec: str | Callable[..., Any], cfg: dict) -> Any:
     if callable(spec):
         return wrap(spec(**cfg))
     prefix, _, name = spec.partition(":")

@@ -165,18 +165,35 @@ def outside_players(n: int | None, bots: tuple[str, ...], env: Any, seed: int
     return {**random, **{spec: make_bot(spec, env, seed) for spec in bots if spec != RANDOM}}
 
 
+def check_opponent(spec: str) -> str:
+    """``spec`` if it names a player from outside a run (random, mcts:<simulations> or
+    an importable module:callable), else a one-line ValueError. Configs call it when
+    they are made, so that a typo stops a run before it trains, not at its first
+    evaluation."""
+    if spec == RANDOM:
+        return spec
+    if spec.startswith(MCTS_PREFIX):
+        count = spec[len(MCTS_PREFIX):]
+        if not count.isdigit() or int(count) < 1:
+            raise ValueError(f"opponent {spec!r}: give mcts:<simulations>, e.g. mcts:200.")
+        return spec
+    if ":" not in spec:
+        raise ValueError(f"opponent {spec!r}: give random, mcts:<simulations> (e.g. "
+                         "mcts:200) or module:callable.")
+    scripted_policy(spec)  # imports it: a wrong module or name is refused here
+    return spec
+
+
 def make_bot(spec: str, env: Any, seed: int = 0) -> ScriptedPolicy | SearchBot:
     """The bot ``spec`` names for games like ``env``: ``mcts:<simulations>`` (perfect-
     information games with an OpenSpiel state) or ``module:callable``."""
-    if spec.startswith(MCTS_PREFIX):
+    if check_opponent(spec).startswith(MCTS_PREFIX):
         return search_bot(spec, env, seed)
     return scripted_policy(spec)
 
 
 def search_bot(spec: str, env: Any, seed: int) -> SearchBot:
-    count = spec[len(MCTS_PREFIX):]
-    if not count.isdigit() or int(count) < 1:
-        raise ValueError(f"opponent {spec!r}: give mcts:<simulations>, e.g. mcts:200.")
+    count = check_opponent(spec)[len(MCTS_PREFIX):]
     if not hasattr(env, "openspiel_state"):
         raise ValueError(f"opponent {spec!r} searches OpenSpiel states; this game has none "
                          "(openspiel:<game>, or a PettingZoo game with an OpenSpiel twin).")

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from distrl.games.policies import check_opponent
+
 ROLES = ("main_agent", "main_exploiter", "league_exploiter")
 BOTS = ("bot",)
 """The pool of LeagueRules.bots, as _pfsp names pools by role."""
@@ -84,9 +86,7 @@ class LeagueRules:
                              "probabilities in [0, 1].")
         object.__setattr__(self, "bots", tuple(self.bots))  # a list from saved JSON
         for bot in self.bots:
-            if bot != "random" and ":" not in bot:
-                raise ValueError(f"bot {bot!r}: give random, mcts:<simulations> or "
-                                 "module:callable.")
+            check_opponent(bot)
         if bool(self.bots) != (self.bot_prob > 0):
             raise ValueError(f"bots {list(self.bots)} and bot_prob {self.bot_prob} go "
                              "together: name bots (e.g. --bots mcts:25) and give bot_prob "

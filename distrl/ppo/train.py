@@ -44,10 +44,12 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None) -> 
     start = start_run("ppo", config or PPOConfig(), run or RunConfig())
     config, run = start.config, start.run
     device = learner_device(run.device)
+    # With Ray runners, one env made here first: a bad env or env_config is then one line
+    # from the driver, before any actor starts.
+    spaces = env_spaces(run.env, run.env_config) if config.num_env_runners else None
     runners, ray_start_s = _make_runners(config, run)
     try:
-        obs_space, act_space = (runners.runner.spaces() if isinstance(runners, LocalRunnerGroup)
-                                else env_spaces(run.env, run.env_config))
+        obs_space, act_space = spaces or runners.runner.spaces()
         model = actor_critic(obs_space, act_space, config.model).to(device)
         learner = Learner(model, config.lr_at(0), config.grad_clip)
         generator = torch.Generator().manual_seed(run.seed)  # minibatch shuffling

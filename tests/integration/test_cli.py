@@ -32,6 +32,10 @@ def test_train_json_then_eval(tmp_path):
     report = json.loads(ev.stdout.strip().splitlines()[-1])
     assert report["episodes"] == 3 and len(report["returns"]) == 3
     assert report["episode_return_mean"] == sum(report["returns"]) / 3
+    bad = distrl("eval", result["checkpoint"], "--env-config", '{"foo": 1}')
+    assert bad.returncode != 0 and bad.stderr.strip().splitlines() == [
+        "distrl: error: env 'CartPole-v1' does not take the env_config key 'foo' (given: "
+        "['foo']); remove it from --env-config or fix its name."]
 
 
 def test_bad_input_exits_with_a_message():
@@ -40,6 +44,32 @@ def test_bad_input_exits_with_a_message():
     assert "Did you mean 'CartPole-v1'" in out.stderr
     out = distrl("train", "ppo", "--minibatch-size", "512", "--train-batch-size", "256")
     assert out.returncode != 0 and "minibatch_size" in out.stderr
+
+
+C4 = ("--env", "pettingzoo:connect_four_v3")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("ppo", "--env-config", '{"foo": 1}'), "env 'CartPole-v1' does not take the env_config "
+     "key 'foo'"),
+    (("league", *C4, "--env-config", '{"foo": 1}'), "env 'pettingzoo:connect_four_v3' does "
+     "not take the env_config key 'foo'"),
+    (("league", "--env", "openspiel:kuhn_poker", "--env-config", '{"foo": 1}'),
+     "env openspiel:kuhn_poker: Unknown parameter 'foo'"),
+    (("alphazero", *C4, "--eval-opponent", "foo"), "opponent 'foo': give random, mcts"),
+    (("alphazero", *C4, "--eval-opponent", "mcts:x"), "opponent 'mcts:x': give mcts:"),
+    (("alphazero", *C4, "--eval-opponent", "nomodule:play"), "No module named 'nomodule'"),
+    (("league", *C4, "--bots", "mcst", "--bot-prob", "0.1"), "opponent 'mcst': give random"),
+    (("alphazero", *C4, "--train-batch-size", "64", "--replay-capacity", "32",
+      "--learning-starts", "0"), "`train_batch_size` (64) exceeds `replay_capacity` (32)"),
+])
+def test_bad_input_is_refused_before_any_training(tmp_path, args, message):
+    """One line (or tyro's box for a config it refuses), and not a metrics row first."""
+    out = distrl("train", *args, "--max-env-steps", "64", "--logdir", str(tmp_path))
+    assert out.returncode != 0
+    assert message in " ".join(out.stderr.replace("│", " ").split()), out.stderr
+    assert "Traceback" not in out.stderr
+    assert not list(tmp_path.rglob("metrics.jsonl"))
 
 
 def test_train_ddppo_json(tmp_path):
