@@ -21,7 +21,7 @@ from distrl.league.learners import DistributedLearners
 from distrl.runtime.cluster import check_resources, init_ray, release_ray
 from distrl.runtime.supervisor import Restarts, Supervisor, cause, died, last_line
 from distrl.store.policy_cache import FlatLayout, PolicySpec
-from distrl.store.remote import PolicyReader
+from distrl.store.remote import PolicyReader, wait
 
 
 class MatchRunner:
@@ -147,9 +147,10 @@ class RayWorkers:
                           placement_strategy=run.placement_strategy)
 
     def _get(self, refs: Any) -> Any:
-        """Results of learner and store calls, with the run's actor timeout: a hung
-        learner stops the run with an error instead of hanging it (learners are not
-        replaced: their optimizer state would be lost; resume from the checkpoint)."""
+        """Results of calls made outside _on_learners (a replay's drop, a restarted
+        learner's set_state, objects), with the run's actor timeout: a hung one stops the
+        run with an error instead of hanging it. Store calls wait STORE_TIMEOUT_S
+        (store.remote.wait)."""
         return ray.get(refs, timeout=self.timeout)
 
     def _draw(self, n: int, learners: list[str]) -> list[dict[str, str]]:
@@ -246,7 +247,8 @@ class RayWorkers:
     def _own(self, pid: str, flat: np.ndarray) -> None:
         """Put a frozen policy's weights (this driver owns them) and list it in the store."""
         self.frozen[pid] = [ray.put(flat)]
-        self._get(self.learners.head.replicate.remote(pid, self.frozen[pid], self.spec))
+        wait(self.learners.head.replicate.remote(pid, self.frozen[pid], self.spec),
+             f"list {pid!r}")
 
     def _heal(self) -> bool:
         """Replace a lost policy store or replay actor (DistributedLearners.heal), list
@@ -260,8 +262,8 @@ class RayWorkers:
             counter.report(what, f"the league's {what} died", "restarted")
         if "policy_store" in lost:
             head = self.learners.head
-            self._get([head.replicate.remote(pid, ref, self.spec)
-                       for pid, ref in self.frozen.items()])
+            wait([head.replicate.remote(pid, ref, self.spec)
+                  for pid, ref in self.frozen.items()], "list the frozen snapshots")
             self.reader = PolicyReader(head)
             self.runners.settle({i: a.rehome.remote(head)  # a dead one is replaced later
                                  for i, a in enumerate(self.runners.actors)})
@@ -292,7 +294,7 @@ class RayWorkers:
         learning = [pid for pid in ids if pid not in boxes]
         if learning:
             self._heal()
-            entries = self._get(self.learners.head.latest.remote(learning))
+            entries = wait(self.learners.head.latest.remote(learning), "hand out weights")
             boxes.update({pid: box for pid, (_, box, _) in entries.items()})
         flats = self._get([box[0] for box in boxes.values()])
         layout = FlatLayout.of(self.spec.build())

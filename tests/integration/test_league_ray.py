@@ -339,3 +339,26 @@ def test_overlapped_learners_train_on_the_last_play_while_the_runners_play(ray_l
         assert players.env_steps()["main_0"] > steps
     finally:
         league_run.close()
+
+
+def test_a_store_that_does_not_answer_stops_the_driver_within_the_store_timeout(
+        ray_local, monkeypatch):
+    """The driver's store calls wait STORE_TIMEOUT_S (120 s; 1 s here) and name the store,
+    not the run's actor timeout (600 s) with a bare GetTimeoutError."""
+    from types import SimpleNamespace
+
+    from distrl.league.remote import RayWorkers
+    from distrl.store import remote as store
+
+    monkeypatch.setattr(store, "STORE_TIMEOUT_S", 1.0)
+    head = store.head_store()
+    busy = head.__ray_call__.remote(lambda self: time.sleep(6))  # the store answers nothing
+    workers = RayWorkers.__new__(RayWorkers)  # only what _own reads
+    workers.learners, workers.frozen, workers.spec = SimpleNamespace(head=head), {}, None
+    workers.timeout = 600.0
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"policy store did not list 'snap' within 1 s"):
+        workers._own("snap", np.zeros(4, np.float32))
+    assert time.monotonic() - started < 5
+    ray.get(busy)
+    store.stop_head_store(head)
