@@ -79,6 +79,7 @@ class InterruptOnce(gym.Env):
     Ctrl-C in the middle of an iteration); otherwise plain CartPole."""
 
     fire_at: int | None = None
+    again_at: int | None = None  # a second Ctrl-C
     steps = 0
     signal = signal.SIGINT
     observation_space = gym.make("CartPole-v1").observation_space
@@ -92,7 +93,7 @@ class InterruptOnce(gym.Env):
 
     def step(self, action):
         InterruptOnce.steps += 1
-        if InterruptOnce.steps == InterruptOnce.fire_at:
+        if InterruptOnce.steps in (InterruptOnce.fire_at, InterruptOnce.again_at):
             os.kill(os.getpid(), InterruptOnce.signal)
         return self.env.step(action)
 
@@ -119,6 +120,17 @@ def test_ctrl_c_saves_the_completed_iteration_and_resumes_exactly(tmp_path):
                                    max_env_steps=256))
     assert resumed["iteration"] == straight["iteration"]
     assert_same_weights(weights(tmp_path / "a"), weights(tmp_path / "b"))
+
+
+def test_a_second_ctrl_c_aborts_without_saving(tmp_path):
+    InterruptOnce.steps, InterruptOnce.fire_at, InterruptOnce.again_at = 0, 100, 110
+    try:  # both inside iteration 2: the first alone would save it (the test above)
+        with pytest.raises(KeyboardInterrupt):
+            train_ppo(SMALL, run(tmp_path, env=InterruptOnce, max_env_steps=1_000))
+    finally:
+        InterruptOnce.fire_at = InterruptOnce.again_at = None
+    saved = list(tmp_path.rglob("manifest.json"))
+    assert not saved or Checkpoint(tmp_path).manifest["iteration"] < 2
 
 
 def test_resume_takes_a_non_default_env_from_the_checkpoint(tmp_path, capsys):
