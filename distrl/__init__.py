@@ -26,7 +26,7 @@ _EXPORTS = {
     "ModelConfig": "distrl.models.config",
     "RunConfig": "distrl.core.config",
     "train_ppo": "distrl.ppo.train",
-    "evaluate": "distrl.core.evaluation",
+    "evaluate": "distrl.games.scoring",
 }
 __all__ = sorted(_EXPORTS)
 

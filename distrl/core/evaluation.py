@@ -39,15 +39,6 @@ class Episodes:
     lengths: list[int] = field(default_factory=list)
 
 
-def evaluate(checkpoint: str | Path, episodes: int = 10, seed: int = 0,
-             env: EnvSpec | None = None, env_config: dict[str, Any] | None = None,
-             explore: bool = False) -> list[float]:
-    """Returns of ``episodes`` episodes of a checkpoint's policy, greedy (argmax /
-    Gaussian mean) unless ``explore``. ``env`` and ``env_config`` override the saved ones
-    (a factory env must be given: only the trusted resume state holds it)."""
-    return run_episodes(checkpoint, episodes, seed, env, env_config, explore).returns
-
-
 def run_episodes(checkpoint: str | Path, episodes: int = 10, seed: int = 0,
                  env: EnvSpec | None = None, env_config: dict[str, Any] | None = None,
                  explore: bool = False, video_dir: str | None = None,
@@ -57,22 +48,31 @@ def run_episodes(checkpoint: str | Path, episodes: int = 10, seed: int = 0,
     if episodes <= 0:
         raise ValueError(f"`episodes` ({episodes}) must be > 0.")
     ckpt = Checkpoint(checkpoint)
-    if ckpt.algo == "league":
-        raise ValueError(f"{str(ckpt.path)!r} is a league: its policies play games, not "
-                         "episodes. Use `distrl eval RUN --opponent random|ID|module:callable` "
-                         "or distrl.games.scoring.evaluate_league().")
+    if ckpt.policy_ids:
+        raise ValueError(f"{str(ckpt.path)!r} holds a {ckpt.algo!r} run: its policies play "
+                         "games, not episodes. Use `distrl eval RUN --opponent "
+                         "random|ID|module:callable` or distrl.evaluate().")
     model = load_policy(ckpt)
     saved = ckpt.run_config()
-    if env is None and saved["env"] is None:
-        raise ValueError(
-            f"the run trained on a factory env ({saved['env_name']}), which only the trusted "
-            "resume state holds; pass it: evaluate(..., env=<factory>), or train on a "
-            "'module:callable' env, which is saved as a string.")
-    env = saved["env"] if env is None else env
+    env = saved_env(saved, env)
     env_config = saved.get("env_config", {}) if env_config is None else env_config
     if video_dir is None and not render:
         return play(model, env, env_config, episodes, seed, explore)
     return _play_one_by_one(model, env, env_config, episodes, seed, explore, video_dir)
+
+
+def saved_env(saved: dict[str, Any], env: Any | None) -> Any:
+    """``env`` if given, else the run's saved env (``saved``: Checkpoint.run_config()),
+    which a factory env is not: only the trusted resume state holds it, and evaluation
+    never unpickles."""
+    if env is not None:
+        return env
+    if saved["env"] is None:
+        raise ValueError(
+            f"the run trained on a factory env ({saved['env_name']}), which only the trusted "
+            "resume state holds; pass it: distrl.evaluate(RUN, env=<factory>) from Python, "
+            "or train on a 'module:callable' env, which is saved as a string.")
+    return saved["env"]
 
 
 def evaluation_metrics(model: PolicyNet, run: RunConfig) -> dict[str, float]:

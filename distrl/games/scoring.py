@@ -15,7 +15,7 @@ import torch
 
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import from_json
-from distrl.core.evaluation import MAX_PARALLEL, rounds
+from distrl.core.evaluation import MAX_PARALLEL, rounds, run_episodes, saved_env
 from distrl.games.games import make_multiagent_env, split_obs
 from distrl.games.matches import MatchLoop, MatchResult
 from distrl.games.nash import MAX_STATES, table_nash_conv, tabulate, tree_size
@@ -152,16 +152,37 @@ def win_draw_loss(results: list[MatchResult], pid: str, opponent: str) -> np.nda
     return counts / max(len(results), 1)
 
 
+def evaluate(checkpoint: str | Path, episodes: int = 10, seed: int = 0,
+             env: Any | None = None, env_config: dict[str, Any] | None = None,
+             explore: bool = False) -> list[float] | dict[str, Any]:
+    """Returns of ``episodes`` episodes of a checkpoint's policy, greedy (argmax /
+    Gaussian mean) unless ``explore``. ``env`` and ``env_config`` override the saved ones
+    (a factory env must be given: only the trusted resume state holds it).
+
+    A game run (league, AlphaZero) plays ``episodes`` games of main_0 against random
+    instead, half in each seat, and returns games.scoring.evaluate_league's win, draw and
+    loss rates (call that for other policies and opponents)."""
+    if episodes <= 0:
+        raise ValueError(f"`episodes` ({episodes}) must be > 0.")
+    if Checkpoint(checkpoint).policy_ids:
+        return evaluate_league(checkpoint, games=episodes, seed=seed, stochastic=explore,
+                               env=env, env_config=env_config)
+    return run_episodes(checkpoint, episodes, seed, env, env_config, explore).returns
+
+
 def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: str = RANDOM,
                     games: int = 200, seed: int = 0, stochastic: bool = False,
-                    opening_moves: int = 0, nash_conv_max_states: int = MAX_STATES
+                    opening_moves: int = 0, nash_conv_max_states: int = MAX_STATES,
+                    env: Any | None = None, env_config: dict[str, Any] | None = None
                     ) -> dict[str, Any]:
     """Win, draw and loss rates of a saved league's ``policy`` against ``opponent``
     (random, another of its policies, ``mcts:<simulations>``: OpenSpiel's MCTSBot, or
     ``module:callable``, a ScriptedPolicy's choose function), half of the games in each
     seat, the first ``opening_moves`` moves of each random; how many of the games were
     distinct; for OpenSpiel games whose tree has at most ``nash_conv_max_states``
-    histories also the policy's exact NashConv (both seats played by it)."""
+    histories also the policy's exact NashConv (both seats played by it). ``env`` and
+    ``env_config`` override the saved ones (a factory env must be given: only the
+    trusted resume state holds it)."""
     ckpt = Checkpoint(checkpoint)
     if not ckpt.policy_ids:
         raise ValueError(f"{str(ckpt.path)!r} holds a {ckpt.algo!r} run; --policy and "
@@ -173,16 +194,19 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: st
         raise ValueError(f"--policy and --opponent are both {policy!r}: a policy against "
                          "itself has no winner to count; pick another opponent.")
     run = ckpt.run_config()
-    policies = _saved_policies(ckpt, run, {policy, opponent}, seed)
+    game = saved_env(run, env)
+    env_config = run["env_config"] if env_config is None else env_config
+    policies = _saved_policies(ckpt, game, env_config, {policy, opponent}, seed)
     greedy = set() if stochastic else {policy, opponent} - {RANDOM}
-    results = play_matches(run["env"], run["env_config"], policies, greedy, policy, opponent,
+    results = play_matches(game, env_config, policies, greedy, policy, opponent,
                            games, seed, opening_moves)
     rates = win_draw_loss(results, policy, opponent)
     out = {"policy": policy, "opponent": opponent, "games": games,
-           "win_rate": rates[0], "draw_rate": rates[1], "loss_rate": rates[2],
+           "win_rate": float(rates[0]), "draw_rate": float(rates[1]),
+           "loss_rate": float(rates[2]),
            "random_opening_moves": opening_moves,
            "distinct_games": len({r.history for r in results})}
-    spiel = nash_conv_game(run["env"], run["env_config"], nash_conv_max_states)
+    spiel = nash_conv_game(game, env_config, nash_conv_max_states)
     if spiel is not None:
         nash_conv = policy_nash_conv(spiel, policies[policy])
         if nash_conv is not None:
@@ -190,8 +214,8 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: st
     return out
 
 
-def _saved_policies(ckpt: Checkpoint, run: dict[str, Any], ids: set[str], seed: int
-                    ) -> dict[str, Any]:
+def _saved_policies(ckpt: Checkpoint, game: Any, env_config: dict[str, Any], ids: set[str],
+                    seed: int) -> dict[str, Any]:
     """The players ``ids`` name: the run's saved policies, random, and bots."""
     spec = ckpt.policy()
     obs_space, act_space = spec.obs_space, spec.act_space
@@ -200,8 +224,7 @@ def _saved_policies(ckpt: Checkpoint, run: dict[str, Any], ids: set[str], seed: 
     policies: dict[str, Any] = {}
     for pid in ids:
         if pid == RANDOM or ":" in pid:
-            policies[pid] = outside_policy(pid, run["env"], run["env_config"], seed,
-                                           int(act_space.n))
+            policies[pid] = outside_policy(pid, game, env_config, seed, int(act_space.n))
             continue
         if pid not in weights:
             raise ValueError(f"no policy {pid!r} in this run; it has {sorted(weights)}.")

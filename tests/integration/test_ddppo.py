@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from distrl import evaluate
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import RunConfig
-from distrl.core.evaluation import evaluate
 from distrl.core.sampling import seed_for
 from distrl.ddppo.config import DDPPOConfig
 from distrl.ddppo.remote import DDPPOWorkerGroup

@@ -342,16 +342,16 @@ def test_a_league_refuses_the_observation_filter():
 
 
 def test_league_evaluation_refuses_what_it_cannot_do(tmp_path):
-    from distrl import evaluate
     from distrl.cli import main
+    from distrl.core.evaluation import run_episodes
     from distrl.games.policies import scripted_policy
 
     config = LeagueConfig(rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0),
                           train_batch_size=64, minibatch_size=32, num_epochs=1, num_envs=2,
                           league_eval_interval=0)
     first = train_league(config, run(tmp_path, max_env_steps=100))
-    with pytest.raises(ValueError, match=r"is a league.*--opponent"):
-        evaluate(first["checkpoint"])
+    with pytest.raises(ValueError, match=r"holds a 'league' run.*--opponent"):
+        run_episodes(first["checkpoint"], video_dir=str(tmp_path / "v"))
     with pytest.raises(SystemExit, match="--video, --env apply to single-agent runs"):
         main(["eval", first["checkpoint"], "--video", str(tmp_path / "v"), "--env", "x"])
     with pytest.raises(ValueError, match=r"must be a callable\(obs, action_mask\)"):
