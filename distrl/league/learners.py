@@ -27,6 +27,7 @@ from distrl.league.trainer import LeagueTrainer
 from distrl.league.workers import learner_seed
 from distrl.runtime.cluster import check_resources
 from distrl.runtime.placement import holds
+from distrl.runtime.supervisor import cause, last_line
 from distrl.store.policy_cache import PolicySpec, flatten_policy
 from distrl.store.remote import head_store, publish, stop_head_store, wait
 
@@ -207,6 +208,9 @@ class DistributedLearners:
                  learner_seed(self.seed, policy_id), self.magnet, self.torch_threads)
         try:  # started (and published) before use
             ray.get(learner.node_id.remote(), timeout=self.timeout_s)
+        except ray.exceptions.RayActorError as err:  # its constructor raised
+            raise RuntimeError(f"the learner of {policy_id!r} failed to start: "
+                               f"{last_line(cause(err))}") from None
         except ray.exceptions.GetTimeoutError:
             ray.kill(learner)
             raise RuntimeError(

@@ -253,8 +253,14 @@ def test_a_dead_league_learner_is_restarted_from_its_published_weights(ray_local
         assert learner_threads(players) == 2  # the run's num_torch_threads, not one
         before = players.module("main_0").state_dict()
         steps = players.env_steps()["main_0"]
+        saved = players.get_state()["trainers"]["main_0"]  # what a checkpoint holds
         kill(players.learners.get("main_0")[0])
         assert players.env_steps()["main_0"] == steps  # restarted, its steps restored
+        restored = players.get_state()["trainers"]["main_0"]  # and its trainer state
+        assert restored["kl_coeff"] == saved["kl_coeff"]
+        adam, got = saved["optimizer"]["state"], restored["optimizer"]["state"]
+        assert adam and all(torch.equal(adam[i]["exp_avg_sq"], got[i]["exp_avg_sq"])
+                            for i in adam)
         for k, v in players.module("main_0").state_dict().items():  # republished as it was
             torch.testing.assert_close(v, before[k], rtol=0, atol=0)
         metrics = league_run.iterate()  # and the league goes on
@@ -362,3 +368,21 @@ def test_a_store_that_does_not_answer_stops_the_driver_within_the_store_timeout(
     assert time.monotonic() - started < 5
     ray.get(busy)
     store.stop_head_store(head)
+
+
+def test_a_learner_whose_constructor_raises_is_one_error_naming_it(ray_local):
+    import gymnasium as gym
+
+    from distrl.league.learners import DistributedLearners
+
+    learners = DistributedLearners(LeagueConfig(), max_policies=1, cpus_per_learner=0.25)
+    try:
+        with pytest.raises(RuntimeError) as raised:
+            learners.add_policy("a", gym.spaces.Text(5), gym.spaces.Discrete(2))
+        message = str(raised.value)
+        assert message.startswith("the learner of 'a' failed to start: ")
+        assert message.endswith("wrap Dict/Tuple observations with "
+                                "gymnasium.wrappers.FlattenObservation).")
+        assert "\n" not in message
+    finally:
+        learners.stop()
