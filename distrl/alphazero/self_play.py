@@ -38,6 +38,69 @@ def search_game(env: Any) -> Any:
     return game
 
 
+PROBE_MOVES = 1_000
+"""Moves of random games that check_turn_visible plays (about 0.1 s for connect four)."""
+
+
+def check_turn_visible(game: Any, observe: Any, moves: int = PROBE_MOVES) -> None:
+    """A ValueError where the network may not see whose turn it is: its value head
+    predicts the outcome for the player to move, so positions that look alike to it with
+    different players to move get targets of opposite sign. Seeded random games
+    (``moves`` in all) look for two positions that the network sees alike with different
+    players to move, or for a player moving twice in a row (checkers' multi-jumps): then
+    the count of moves played no longer says whose turn it is. Either refuses the game
+    unless its observation shows the mover: a view that differs between the seats
+    (OpenSpiel's tensors of the two players), or an entry that tells the players to move
+    apart in every probed position (chess's and go's to-play plane). A probe, not a
+    proof (docs/alphazero.md)."""
+    rng, views, movers, found, relative = np.random.default_rng(0), [], [], None, False
+    state, last = game.new_initial_state(), None
+    for _ in range(moves):
+        if state.is_terminal():
+            state, last = game.new_initial_state(), None
+        player = state.current_player()
+        relative = relative or _seat_view(state, 0) != _seat_view(state, 1)
+        if found is None and player == last:
+            found = f"player {player} moving twice in a row (move {state.move_number()})"
+        views.append(observe([state])[0])
+        movers.append(last := player)
+        state.apply_action(int(rng.choice(state.legal_actions())))
+    obs, players = np.stack(views).reshape(len(views), -1), np.array(movers)
+    found = found or _lookalike(obs, players)
+    if found and not relative and not _marks_mover(obs, players):
+        name = game.get_type().short_name
+        raise ValueError(f"AlphaZero needs to see whose turn it is, but {name!r} observes the "
+                         f"board alike from both seats, marks no player to move, and random "
+                         f"games found {found}: its value targets would contradict each "
+                         "other. Train a game whose observation shows the player to move "
+                         "(docs/alphazero.md).")
+
+
+def _seat_view(state: Any, player: int) -> list[float]:
+    kind = state.get_game().get_type()  # the tensor OpenSpielEnv observes
+    return (state.information_state_tensor(player) if kind.provides_information_state_tensor
+            else state.observation_tensor(player))
+
+
+def _lookalike(obs: np.ndarray, players: np.ndarray) -> str | None:
+    seen: dict[bytes, int] = {}
+    for row, player in zip(obs, players.tolist(), strict=True):
+        other = seen.setdefault(row.tobytes(), player)
+        if other != player:
+            return f"one observation with player {other} and with player {player} to move"
+    return None
+
+
+def _marks_mover(obs: np.ndarray, players: np.ndarray) -> bool:
+    """Whether an entry holds one value whenever player 0 is to move and another
+    whenever player 1 is (a to-play plane)."""
+    a, b = obs[players == 0], obs[players == 1]
+    if not (len(a) and len(b)):
+        return False
+    fixed = (a.min(0) == a.max(0)) & (b.min(0) == b.max(0)) & (a[0] != b[0])
+    return bool(fixed.any())
+
+
 class Replay:
     """The newest ``capacity`` positions: observation, search policy, value target for
     the player to move (``outcome``: the game's, mixed with the search's by

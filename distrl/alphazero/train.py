@@ -28,6 +28,7 @@ from distrl.alphazero.self_play import (
     LocalSelfPlayers,
     Replay,
     SelfPlayer,
+    check_turn_visible,
     mirrored,
     search_game,
 )
@@ -43,13 +44,19 @@ from distrl.models.recurrent import actor_critic
 PLAYER = "main_0"
 """The network's id in evaluations and in the checkpoint (as a league's main agent), so
 ``distrl eval`` reads both alike."""
+CALL_EVALUATIONS = 8 * 128 * 50
+"""Leaf evaluations a Ray worker's call may hold (8 moves of 128 games at 50
+simulations: a few seconds on a core), so that a call's time stays far below
+actor_timeout_s however large an iteration; an iteration makes several calls."""
 
 
 def train_alphazero(config: AlphaZeroConfig | None = None, run: RunConfig | None = None
                     ) -> dict[str, Any]:
     """Self-play until a stop condition holds; returns the final metrics and the checkpoint."""
+    # No env check here: AlphaZeroRun makes the env first, with its env_config (a
+    # module:callable game may need one).
     start = start_run("alphazero", config or AlphaZeroConfig(), run or RunConfig(),
-                      check_env=lambda env: make_multiagent_env(env).close())
+                      check_env=lambda env: None)
     if start.run.evaluation_interval or start.run.stop_return is not None:
         raise ValueError("AlphaZero is evaluated by games against eval_opponent, not by "
                          "episodes of one agent: use --eval-interval, --eval-games and "
@@ -61,8 +68,8 @@ def train_alphazero(config: AlphaZeroConfig | None = None, run: RunConfig | None
 class AlphaZeroRun:
     """The network, its learner, the replay and the self-players of one run. In process
     the network takes its steps after every move of the games; with num_workers each
-    worker plays its share of an iteration's moves with the iteration's first weights,
-    then the steps owed for them follow."""
+    call has every worker play a few moves of its games (_rounds) with the newest
+    weights, then the steps owed for them follow, until the iteration's moves are made."""
 
     def __init__(self, start: Start):
         self.start, self.cfg, run = start, start.config, start.run
@@ -70,8 +77,8 @@ class AlphaZeroRun:
         agent = self.env.possible_agents[0]
         self.obs_space = policy_obs_space(self.env.observation_space(agent))
         self.act_space = self.env.action_space(agent)
-        search_game(self.env)
         self._check_mirror()
+        check_turn_visible(search_game(self.env), self.env.observe_states)
         self.device = learner_device(run.device)
         self.model = actor_critic(self.obs_space, self.act_space, self.cfg.model).to(self.device)
         self.learner = Learner(self.model, self.cfg.lr, self.cfg.grad_clip)
@@ -83,10 +90,7 @@ class AlphaZeroRun:
             self.learner.set_state(start.ckpt.learner_state()["learner"])
             self.replay.set_state(start.ckpt.replay_state())
             self.rng.bit_generator.state = start.algo_state()["rng"]
-        self.players, self.ray_start_s = self._players()
-        workers = self.cfg.num_workers
-        self.rounds = 1 if not workers else max(
-            1, -(-self.cfg.moves_per_iteration // (self.cfg.num_games * workers)))
+        self.players, self.ray_start_s = self._players()  # last: Ray only once all else holds
 
     def _players(self) -> tuple[Any, float]:
         cfg, run = self.cfg, self.start.run
@@ -94,16 +98,15 @@ class AlphaZeroRun:
             player = SelfPlayer(run.env, run.env_config, cfg, run.seed, self.model, self.rng)
             return LocalSelfPlayers(player), 0.0
         from distrl.alphazero.remote import RaySelfPlayers
-        from distrl.runtime.cluster import init_ray
 
-        ray_start_s = init_ray(run.address, cfg.num_workers * cfg.num_cpus_per_worker)
         resumed = self.progress.iteration
 
         def kwargs(index: int, restart: int) -> dict[str, Any]:
             return dict(env=run.env, env_config=run.env_config, config=cfg,
                         seed=seed_for(run.seed, index, restart, resumed))
 
-        return RaySelfPlayers(kwargs, cfg.num_workers, cfg.num_cpus_per_worker, run), ray_start_s
+        players = RaySelfPlayers(kwargs, cfg.num_workers, cfg.num_cpus_per_worker, run)
+        return players, players.ray_start_s
 
     def _check_mirror(self) -> None:
         shape, n = self.obs_space.shape, getattr(self.act_space, "n", None)
@@ -116,14 +119,15 @@ class AlphaZeroRun:
         cfg = self.cfg
         moves, returns, lengths, losses = 0, [], [], []
         while moves < cfg.moves_per_iteration:
+            rounds = self._rounds(moves)
             weights = self.learner.weights() if cfg.num_workers else None
-            for obs, policy, outcome, result in self.players.play(weights, self.rounds):
+            for obs, policy, outcome, result in self.players.play(weights, rounds):
                 self.replay.add(obs, policy, outcome)
                 if cfg.mirror:
                     self.replay.add(*mirrored(obs, policy), outcome)
                 returns.append(result[0])
                 lengths.append(len(outcome))
-            batches = self.rounds * self.players.size  # num_games moves each
+            batches = rounds * self.players.size  # num_games moves each
             moves += cfg.num_games * batches
             if self.replay.size >= max(cfg.learning_starts, cfg.train_batch_size):
                 losses += [self._update() for _ in range(cfg.updates_per_move * batches)]
@@ -137,6 +141,16 @@ class AlphaZeroRun:
         if every and self.progress.iteration % every == 0:
             metrics.update(self.evaluate())
         return {**metrics, **self.players.metrics()}
+
+    def _rounds(self, moves: int) -> int:
+        """Moves of every game in the next call: one in process (steps follow each);
+        with workers, the rounds the iteration still owes (its moves_per_iteration shared
+        by the workers, rounded up), at most CALL_EVALUATIONS leaf evaluations a call."""
+        cfg = self.cfg
+        if not cfg.num_workers:
+            return 1
+        owed = -(-(cfg.moves_per_iteration - moves) // (cfg.num_games * cfg.num_workers))
+        return max(1, min(owed, CALL_EVALUATIONS // (cfg.num_games * cfg.num_simulations)))
 
     def _update(self) -> tuple[float, float]:
         """One step on cross-entropy to the search policies plus squared value error."""

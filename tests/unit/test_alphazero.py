@@ -18,10 +18,17 @@ import pyspiel
 
 from distrl.alphazero.config import AlphaZeroConfig
 from distrl.alphazero.search import Node, add_noise, expand_roots, search
-from distrl.alphazero.self_play import Replay, SelfPlay, mirrored, search_game
-from distrl.alphazero.train import train_alphazero
+from distrl.alphazero.self_play import (
+    Replay,
+    SelfPlay,
+    check_turn_visible,
+    mirrored,
+    search_game,
+)
+from distrl.alphazero.train import CALL_EVALUATIONS, AlphaZeroRun, train_alphazero
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import RunConfig
+from distrl.core.loop import start_run
 from distrl.games.games import make_multiagent_env, split_obs
 
 
@@ -246,3 +253,89 @@ def test_a_run_trains_saves_and_resumes_with_its_replay(tmp_path):
                          capture_output=True, text=True, check=True)
     result = json.loads(cli.stdout)
     assert result["policy"] == "main_0" and result["games"] == 4
+
+
+@pytest.mark.parametrize(("fraction", "temperature_moves", "alike"),
+                         [(0.0, 0, True), (0.25, 0, False), (0.0, 1, False)],
+                         ids=["neither", "noise", "temperature"])
+def test_noise_and_temperature_vary_the_openings(fraction, temperature_moves, alike):
+    """Tic-tac-toe, 32 games, an opinion-free network. One simulation without noise
+    visits the first legal move; with noise the noisy priors pick. Nine simulations visit
+    every move once: the most visited is the first, a sample from the visits is any."""
+    cfg = AlphaZeroConfig(num_games=32, num_simulations=1 if fraction else 9,
+                          dirichlet_fraction=fraction, temperature_moves=temperature_moves)
+    games = SelfPlay(pyspiel.load_game("tic_tac_toe"), lambda states: np.zeros((len(states), 1)),
+                     cfg, np.random.default_rng(0))
+    games.move(uniform())
+    first = {tuple(root.state.history()) for root in games.roots}
+    assert (first == {(0,)}) == alike and (alike or len(first) > 3)
+
+
+def test_games_whose_observation_hides_the_player_to_move_are_refused(tmp_path):
+    """Checkers observes the board alike from both seats, with no to-play plane, and a
+    multi-jump lets one player move twice: the count of moves no longer tells the mover.
+    Connect four (either env), tic-tac-toe (turns alternate) and mancala (its observation
+    marks the player to move, though extra turns repeat a player) pass."""
+    for spec in ("pettingzoo:connect_four_v3", "openspiel:tic_tac_toe", "openspiel:mancala"):
+        env = make_multiagent_env(spec)
+        check_turn_visible(search_game(env), env.observe_states)
+    with pytest.raises(ValueError, match=r"'checkers' .* moving twice in a row"):
+        train_alphazero(AlphaZeroConfig(), RunConfig(env="openspiel:checkers", max_env_steps=1,
+                                                     logdir=str(tmp_path), progress=False))
+
+
+class Recording:
+    """Ray self-players stand-in: records each call's rounds and plays nothing."""
+
+    size = 2
+
+    def __init__(self):
+        self.calls: list[int] = []
+
+    def play(self, weights, rounds):
+        assert weights is not None
+        self.calls.append(rounds)
+        return []
+
+    def metrics(self):
+        return {}
+
+    def close(self):
+        pass
+
+
+def test_a_large_iteration_is_played_in_calls_of_bounded_work(tmp_path, monkeypatch):
+    """10,000 moves of 2 games on 2 workers owe 2,500 rounds: they come in calls of at most
+    CALL_EVALUATIONS leaf evaluations (one call of all 2,500 would outlast any timeout
+    sized for a healthy call)."""
+    players = Recording()
+    monkeypatch.setattr(AlphaZeroRun, "_players", lambda self: (players, 0.0))
+    config = AlphaZeroConfig(num_games=2, num_simulations=50, moves_per_iteration=10_000,
+                             num_workers=2, eval_interval=0)
+    out = train_alphazero(config, RunConfig(env="pettingzoo:connect_four_v3",
+                                            max_env_steps=10_000, logdir=str(tmp_path),
+                                            progress=False))
+    assert out["iteration"] == 1 and out["env/steps_total"] == 10_000
+    assert sum(players.calls) == 2_500 and len(players.calls) > 1
+    assert max(players.calls) * 2 * 50 <= CALL_EVALUATIONS
+
+
+def test_a_resumed_run_starts_from_the_saved_network_and_optimizer(tmp_path):
+    config = AlphaZeroConfig(num_games=4, num_simulations=2, moves_per_iteration=16,
+                             learning_starts=8, train_batch_size=8, eval_interval=0)
+    out = train_alphazero(config, RunConfig(env="openspiel:tic_tac_toe", max_env_steps=32,
+                                            logdir=str(tmp_path), progress=False))
+    assert "learner/policy_loss" in out  # steps were taken: the weights left their init
+    saved = Checkpoint(out["checkpoint"]).learner_state()["learner"]
+    start = start_run("alphazero", config, RunConfig(resume=out["checkpoint"], progress=False),
+                      check_env=lambda env: None)
+    resumed = AlphaZeroRun(start)
+    try:
+        state = resumed.learner.get_state()
+    finally:
+        resumed.close()
+    for name, tensor in saved["model"].items():
+        assert torch.equal(state["model"][name], tensor), name
+    moments = state["optimizer"]["state"]
+    assert moments and all(torch.equal(moments[k]["exp_avg"], v["exp_avg"])
+                           for k, v in saved["optimizer"]["state"].items())
