@@ -6,11 +6,12 @@ the range of clean runs of the same length (seeds 0, 1 and 2).
 
 Kills stop one period before the end, so that the last one is noticed (an actor is
 found dead at its next call). Targets are the actors distrl replaces: env runners,
-DD-PPO workers, Ape-X actors and replay shards, league match runners, learners, replay
-actors and the policy store. The league checkpoints every 5 iterations (clean runs too):
-a restarted learner resumes its optimizer from the last checkpoint.
+DD-PPO workers, Ape-X actors and replay shards, AlphaZero self-play workers, league match
+runners, learners, replay actors and the policy store. The league checkpoints every 5
+iterations (clean runs too): a restarted learner resumes its optimizer from the last
+checkpoint.
 
-    python bench/chaos.py [--algos ppo ddppo apex league] [--seconds 90] [--period 20]
+    python bench/chaos.py [--algos ppo ddppo apex league alphazero] [--seconds 90] [--period 20]
 
 Prints one JSON line per run, then the summary: per algorithm kills, restarts, the
 chaos run's result and the clean runs' results.
@@ -30,7 +31,7 @@ from pathlib import Path
 import psutil
 
 TARGETS = ("EnvRunner", "DDPPOWorker", "_RemoteActor", "ReplayShard", "MatchRunner",
-           "PolicyLearner", "ReplayActor", "PolicyStore")
+           "PolicyLearner", "ReplayActor", "PolicyStore", "SelfPlayer")
 CARTPOLE = ["--tuned", "cartpole", "--stop-return", "None"]
 RUNS = {  # algorithm -> train flags (no early stop: every run lasts --seconds)
     "ppo": ["ppo", *CARTPOLE, "--num-env-runners", "2"],
@@ -40,7 +41,12 @@ RUNS = {  # algorithm -> train flags (no early stop: every run lasts --seconds)
                "--league-eval-interval", "0", "--num-env-runners", "2",
                "--num-cpus-per-env-runner", "0.5", "--num-cpus-per-learner", "0.5",
                "--checkpoint-every", "5"],
+    # Two self-play workers (the tuned entry); a killed one is replaced and its share of
+    # the call played again.
+    "alphazero": ["alphazero", "--tuned", "connect_four", "--num-cpus-per-worker", "0.5",
+                  "--eval-interval", "0"],
 }
+GAMES = ("league", "alphazero")  # scored by win rate against random
 
 
 def actors(root: psutil.Process) -> list[psutil.Process]:
@@ -95,13 +101,13 @@ def train(algo: str, seed: int, seconds: float, period: float | None, logdir: Pa
 
 
 def score(algo: str, logdir: Path) -> float:
-    """The learning result: greedy mean return of 20 episodes, or for the league the
-    main agent's win rate against a random player over 200 games."""
-    episodes = "200" if algo == "league" else "20"
+    """The learning result: greedy mean return of 20 episodes, or for a game (league,
+    AlphaZero) the main agent's win rate against a random player over 200 games."""
+    episodes = "200" if algo in GAMES else "20"
     out = subprocess.run([sys.executable, "-m", "distrl", "eval", str(logdir), "--episodes",
                           episodes, "--json"], capture_output=True, text=True, check=True)
     report = json.loads(out.stdout.strip().splitlines()[-1])
-    return report["win_rate"] if algo == "league" else report["episode_return_mean"]
+    return report["win_rate"] if algo in GAMES else report["episode_return_mean"]
 
 
 def main() -> None:
@@ -122,8 +128,8 @@ def main() -> None:
             chaos = runs[-1]
             summary[algo] = {
                 "kills": chaos["kills"], "restarts": chaos["restarts"],
-                "return" if algo != "league" else "win_rate": chaos["result"],
-                "clean_return" if algo != "league" else "clean_win_rate": clean,
+                "return" if algo not in GAMES else "win_rate": chaos["result"],
+                "clean_return" if algo not in GAMES else "clean_win_rate": clean,
                 "restarts_equal_kills": chaos["restarts"] == chaos["kills"],
                 "within_clean_spread": min(clean) <= chaos["result"] <= max(clean),
                 "not_worse_than_clean": chaos["result"] >= min(clean)}
