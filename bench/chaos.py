@@ -4,12 +4,13 @@ title among the run's descendants) every ``--period`` seconds. Each run must fin
 report every kill as a restart (faults/restarts/*), and reach a learning result within
 the range of clean runs of the same length (seeds 0, 1 and 2).
 
-Kills stop one period before the end, so that the last one is noticed (an actor is
-found dead at its next call). Targets are the actors distrl replaces: env runners,
-DD-PPO workers, Ape-X actors and replay shards, AlphaZero self-play workers, league match
-runners, learners, replay actors and the policy store. The league checkpoints every 5
-iterations (clean runs too): a restarted learner resumes its optimizer from the last
-checkpoint.
+Kills start one period after the first iteration is logged (faults during start-up
+are not what this measures) and stop one period before the end, so that the last one
+is noticed (an actor is found dead at its next call). Targets are the actors distrl
+replaces: env runners, DD-PPO workers, Ape-X actors and replay shards, AlphaZero
+self-play workers, league match runners, learners, replay actors and the policy store.
+The league checkpoints every 5 iterations (clean runs too): a restarted learner resumes
+its optimizer from the last checkpoint.
 
     python bench/chaos.py [--algos ppo ddppo apex league alphazero] [--seconds 90] [--period 20]
 
@@ -70,7 +71,8 @@ def train(algo: str, seed: int, seconds: float, period: float | None, logdir: Pa
            "--max-restarts", "1000", "--logdir", str(logdir), "--json", "--no-progress"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     root, kills, rng = psutil.Process(proc.pid), [], random.Random(seed)
-    started = None  # when the first actor was seen: training starts about then
+    started = None  # when the first iteration was logged: every actor is up by then
+    metrics = logdir / "metrics.jsonl"
     while proc.poll() is None:
         time.sleep(0.5)
         if period is None:
@@ -78,7 +80,7 @@ def train(algo: str, seed: int, seconds: float, period: float | None, logdir: Pa
         victims = actors(root)
         now = time.monotonic()
         if started is None:
-            started = now if victims else None
+            started = now if metrics.is_file() and metrics.stat().st_size else None
             continue
         due = started + period * (len(kills) + 1)
         if now < due or due > started + seconds - period or not victims:
