@@ -160,7 +160,8 @@ def run_tests(tree: Path, tests: list[str], timeout: float) -> tuple[int | None,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))}
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
     t0 = time.monotonic()
-    # Its own session, so that a timeout or Ctrl-C ends its Ray processes with it.
+    # A process group of its own (start_new_session), so that a timeout or Ctrl-C ends
+    # its Ray processes with it.
     proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
