@@ -148,7 +148,8 @@ class ApexRuntime:
         the env steps and episodes it collected and the counters."""
         t0 = time.perf_counter()
         out = {"env_steps": 0, "returns": [], "lengths": []}
-        self.counts.update(sampled_by_shards=0, lag_sum=0, fragments=0)
+        for key in ("sampled_by_shards", "lag_sum", "fragments"):  # per iteration
+            self.counts[key] = 0
         while (time.perf_counter() - t0 < min_time_s) or out["env_steps"] < min_env_steps:
             self._launch()
             done, _ = ray.wait(list(self.calls), num_returns=1, timeout=0.02)

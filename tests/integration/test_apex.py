@@ -54,6 +54,9 @@ def test_learning_rewrites_shard_priorities(ray_local):
     try:
         out = engine.iterate(min_time_s=1.0, min_env_steps=1_500)
         assert learner.updates > 0 and out["sampled"] > 0
+        # Each iteration reports what it sampled, not the run's total so far.
+        second = engine.iterate(min_time_s=0.5, min_env_steps=500)
+        assert 0 < out["sampled"] + second["sampled"] == sum(engine.sampled)
         first = ray_module.get(engine.shards.actors[0].priorities.remote(np.arange(100)))
         assert (first > 0).all()
         assert not np.allclose(first, 1.0)  # new |td| priorities were written back
