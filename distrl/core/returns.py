@@ -79,3 +79,48 @@ def n_step(
     kk = k[t, env]
     discount = np.where(ended_term[t, env], 0.0, gamma ** kk.astype(np.float64))
     return (t, env, kk, reward[t, env].astype(np.float32), discount.astype(np.float32))
+
+
+def vtrace(
+    rewards: np.ndarray,  # [T, N]
+    values: np.ndarray,  # [T + 1, N]: the learner's values of the sampled obs
+    terminated: np.ndarray,  # [T, N] bool
+    truncated: np.ndarray,  # [T, N] bool
+    log_ratios: np.ndarray,  # [T, N]: log pi(a|x) - log mu(a|x), learner vs sampler
+    gamma: float,
+    lambda_: float = 1.0,
+    clip_rho: float = 1.0,
+    clip_c: float = 1.0,
+    clip_pg_rho: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """V-trace (Espeholt et al. 2018, arXiv 1802.01561, eq. 1 and the remark on lambda):
+    off-policy value targets for a fragment that a lagging policy mu sampled.
+
+    ``v_s - V(x_s) = delta_s + gamma c_s (v_{s+1} - V(x_{s+1}))`` with
+    ``delta_s = rho_s (r_s + gamma V(x_{s+1}) - V(x_s))``, ``rho_s = min(clip_rho, ratio)``,
+    ``c_s = lambda min(clip_c, ratio)``; an episode's end cuts the trace (a truncation
+    bootstraps from V of its final obs, a termination from 0). Returns
+    ``(value_targets v_s [T, N], pg_advantages [T, N])`` with the policy-gradient
+    advantage ``min(clip_pg_rho, ratio) (r_s + gamma v_{s+1} - V(x_s))``. On-policy
+    (ratio 1, clips >= 1) the targets are GAE(lambda)'s.
+    """
+    T = rewards.shape[0]
+    ratio = np.exp(log_ratios)
+    rho = np.minimum(clip_rho, ratio)
+    c = lambda_ * np.minimum(clip_c, ratio)
+    not_term = 1.0 - terminated.astype(np.float32)
+    not_done = 1.0 - (terminated | truncated).astype(np.float32)
+    deltas = rho * (rewards + gamma * values[1:] * not_term - values[:-1])
+    correction = np.zeros_like(deltas)  # v_s - V(x_s)
+    last = np.zeros_like(deltas[0])
+    for t in range(T - 1, -1, -1):
+        last = deltas[t] + gamma * c[t] * not_done[t] * last
+        correction[t] = last
+    targets = values[:-1] + correction
+    # v_{s+1}: the next row's target inside an episode; V of the final obs at a
+    # truncation (a termination is zeroed by not_term) and at the fragment's end.
+    next_correction = np.concatenate([correction[1:], np.zeros_like(correction[:1])])
+    next_targets = values[1:] + not_done * next_correction
+    advantages = np.minimum(clip_pg_rho, ratio) * (
+        rewards + gamma * not_term * next_targets - values[:-1])
+    return targets, advantages
