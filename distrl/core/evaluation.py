@@ -23,6 +23,7 @@ from distrl.core.sampling import StepContext, env_action_fn, first_context
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.builders import builder_for
 from distrl.models.config import ModelConfig
+from distrl.models.distributions import mask_logits
 from distrl.models.q_network import QNetwork
 from distrl.models.recurrent import LSTMActor
 
@@ -86,13 +87,25 @@ def evaluation_metrics(model: PolicyNet, run: RunConfig) -> dict[str, float]:
             "eval/episodes": len(eps.returns), "eval/time_s": time.perf_counter() - t0}
 
 
-def load_policy(ckpt: Checkpoint) -> PolicyNet:
-    """The checkpoint's policy network, from JSON and tensors only."""
+def load_policy(ckpt: Checkpoint, policy_id: str | None = None) -> PolicyNet:
+    """The checkpoint's policy network, from JSON and tensors only; ``policy_id``: one of
+    a game run's policies (every one has the saved policy's architecture)."""
     spec = ckpt.policy()
     model = builder_for(spec.builder)(spec.obs_space, spec.act_space,
                                       from_json(ModelConfig, spec.model))
-    model.load_state_dict(ckpt.policy_weights())
+    model.load_state_dict(ckpt.policy_weights() if policy_id is None
+                          else _game_policy_weights(ckpt, policy_id))
     return model.requires_grad_(False)
+
+
+def _game_policy_weights(ckpt: Checkpoint, policy_id: str) -> dict[str, torch.Tensor]:
+    weights = ckpt.learner_state().get("weights") if ckpt.policy_ids else None
+    if not isinstance(weights, dict):
+        raise ValueError(f"{str(ckpt.path)!r} holds a {ckpt.algo!r} run with one policy; "
+                         f"policy ids ({policy_id!r}) name the policies of game runs.")
+    if policy_id not in weights:
+        raise ValueError(f"no policy {policy_id!r} in this run; it has {sorted(weights)}.")
+    return weights[policy_id]
 
 
 def rounds(episodes: int) -> list[int]:
@@ -158,14 +171,18 @@ def _record(env: gym.Env, video_dir: str, prefix: str) -> gym.Env:
         raise ValueError(f"recording videos needs moviepy: {VIDEO_EXTRA} ({err})") from None
 
 
-def _actions(model: PolicyNet, obs: torch.Tensor, explore: bool, generator: torch.Generator,
-             memory: LSTMActor | None, context: StepContext) -> torch.Tensor:
+def policy_actions(model: PolicyNet, obs: torch.Tensor, explore: bool,
+                   generator: torch.Generator | None, memory: LSTMActor | None,
+                   context: StepContext, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The network's actions for a batch: greedy (argmax, Gaussian mean, argmax Q) unless
+    ``explore``; a recurrent one through ``memory`` (it advances); ``mask``: legal actions."""
     if isinstance(model, QNetwork):
         if explore:
             raise ValueError("a Q-network (Ape-X) has no stochastic policy: evaluate it "
                              "greedily (drop --stochastic / evaluation_explore).")
-        return model.greedy(obs).cpu()
+        return mask_logits(model(obs), mask).argmax(-1).cpu()
     dist_inputs = (model(obs)[0] if memory is None else memory.step(obs, context)[0]).cpu()
+    dist_inputs = mask_logits(dist_inputs, mask)
     return model.dist.sample(dist_inputs, generator) if explore else model.dist.greedy(dist_inputs)
 
 
@@ -183,8 +200,8 @@ def _play(model: PolicyNet, envs: gym.vector.VectorEnv, seed: int, explore: bool
     context = first_context(envs.single_action_space, n)
     with torch.inference_mode():
         while running.any():
-            actions = _actions(model, torch.as_tensor(obs, device=device), explore, generator,
-                               memory, context)
+            actions = policy_actions(model, torch.as_tensor(obs, device=device), explore,
+                                     generator, memory, context)
             obs, rewards, terminated, truncated, _ = envs.step(to_env_action(actions.numpy()))
             context = StepContext(np.zeros(n, bool), actions.numpy(),
                                   np.asarray(rewards, np.float32))
