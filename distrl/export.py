@@ -118,7 +118,9 @@ def _example_inputs(policy: Policy, game: bool) -> tuple[torch.Tensor, ...]:
 
 
 def _torchscript(module: nn.Module, example: tuple[torch.Tensor, ...], path: Path) -> None:
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        # TorchScript files still load in every torch; its deprecation is not the user's.
+        warnings.simplefilter("ignore", DeprecationWarning)
         traced = torch.jit.trace(module, example)
     torch.jit.save(traced, str(path))
 
