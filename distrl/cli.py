@@ -16,13 +16,15 @@ import tyro
 
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import JSONObject, RunConfig
+from distrl.core.display import configs_json, headline
 from distrl.core.metrics import strict_json
-from distrl.core.resume import saved_configs
+from distrl.core.resume import resumed_configs, saved_configs
 from distrl.games.nash import MAX_STATES
 from distrl.registry import ALGORITHMS
 from distrl.tuned import tuned
 
-USAGE = f"""usage: distrl train {{{",".join(ALGORITHMS)}}} [--help] [--tuned NAME] [FLAGS]
+USAGE = f"""usage: distrl train {{{",".join(ALGORITHMS)}}} [--help] [--tuned NAME]
+                    [--print-config] [FLAGS]
        distrl eval RUN [--episodes N] [--stochastic] [--video DIR] [--render] [--json]
 """
 
@@ -90,6 +92,7 @@ def main(argv: list[str] | None = None) -> None:
 def _train(args: list[str]) -> None:
     try:
         name, args = _pop_tuned(args)
+        show_config, args = _pop_print_config(args)
         first = args[0] if args else None  # the subcommand, whose defaults --tuned picks
         resumed = _resumed(first, _flag(args, "--resume"))
         subcommands = Union[tuple(  # noqa: UP007 (a Union built at run time)
@@ -105,16 +108,31 @@ def _train(args: list[str]) -> None:
             run = dataclasses.replace(run, resume_as_given=True)
         else:
             config = _tuned_envs(name, algo, config, args)
+        if show_config:
+            return _print_config(algo, config, run)
         result = ALGORITHMS[algo].train()(config, run)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         raise SystemExit(f"distrl: error: {err}") from None
     if cli.run.json:
         print(strict_json(result))
     else:
+        game = bool(Checkpoint(result["checkpoint"]).policy_ids)
         print(f"done ({result['stopped_by']}): {result.get('env/steps_total', 0):,} env steps "
-              f"in {result.get('time/total_s', 0.0):.1f} s, mean return "
-              f"{result.get('env/episode_return_mean', float('nan')):.1f}; "
+              f"in {result.get('time/total_s', 0.0):.1f} s, {headline(result, game)}; "
               f"checkpoint {result['checkpoint']}")
+
+
+def _pop_print_config(args: list[str]) -> tuple[bool, list[str]]:
+    """Take ``--print-config`` out of the flags: print the configs in force and stop."""
+    return "--print-config" in args, [a for a in args if a != "--print-config"]
+
+
+def _print_config(algo: str, config: Any, run: RunConfig) -> None:
+    """The configs a run would train with (--tuned, the flags and a resumed checkpoint's
+    merged as the run merges them) as JSON on stdout; nothing trains, Ray never starts."""
+    if run.resume:
+        config, run = resumed_configs(Checkpoint(run.resume), config, run)
+    print(json.dumps(configs_json(algo, config, run), indent=1))
 
 
 def _pop_tuned(args: list[str]) -> tuple[str | None, list[str]]:

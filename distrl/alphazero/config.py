@@ -72,7 +72,8 @@ class AlphaZeroConfig:
     eval_games: int = 100
     """Games per evaluation, half in each seat."""
     eval_opponent: str = "random"
-    """random, or mcts:<simulations> (OpenSpiel's MCTSBot with random rollouts)."""
+    """random, or mcts:<simulations> (OpenSpiel's MCTSBot with random rollouts); against a
+    bot, each evaluation also plays eval_games against random (eval/win_rate_vs_random)."""
 
     def __post_init__(self) -> None:
         check_positive(self, "num_games", "num_simulations", "puct_c", "dirichlet_alpha",

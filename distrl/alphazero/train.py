@@ -37,7 +37,7 @@ from distrl.core.learner import Learner
 from distrl.core.loop import Start, drive, learner_device, policy_files, save_run, start_run
 from distrl.core.sampling import seed_for
 from distrl.games.games import make_multiagent_env, policy_obs_space
-from distrl.games.policies import LocalPolicy
+from distrl.games.policies import RANDOM, LocalPolicy
 from distrl.games.scoring import outside_policy, play_matches, win_draw_loss
 from distrl.models.recurrent import actor_critic
 
@@ -62,7 +62,8 @@ def train_alphazero(config: AlphaZeroConfig | None = None, run: RunConfig | None
                          "episodes of one agent: use --eval-interval, --eval-games and "
                          "--eval-opponent instead of --evaluation-interval/--stop-return.")
     az = AlphaZeroRun(start)
-    return drive(start, az)
+    result = drive(start, az)
+    return {**az.evaluated, **result}  # the last evaluation's, when not the last
 
 
 class AlphaZeroRun:
@@ -86,6 +87,7 @@ class AlphaZeroRun:
                              int(self.act_space.n), self.obs_space.dtype)
         self.rng = np.random.default_rng(run.seed)
         self.progress = start.progress()
+        self.evaluated: dict[str, float] = {}  # the last evaluation's metrics
         if start.ckpt is not None:
             self.learner.set_state(start.ckpt.learner_state()["learner"])
             self.replay.set_state(start.ckpt.replay_state())
@@ -139,7 +141,8 @@ class AlphaZeroRun:
             metrics["learner/value_loss"] = float(np.mean([v for _, v in losses]))
         every = cfg.eval_interval
         if every and self.progress.iteration % every == 0:
-            metrics.update(self.evaluate())
+            self.evaluated = self.evaluate()
+            metrics.update(self.evaluated)
         return {**metrics, **self.players.metrics()}
 
     def _rounds(self, moves: int) -> int:
@@ -161,17 +164,22 @@ class AlphaZeroRun:
         return float(parts["policy_loss"]), float(parts["value_loss"])
 
     def evaluate(self) -> dict[str, float]:
-        """eval_games greedy games of the network (no search) against eval_opponent."""
-        run, opponent = self.start.run, self.cfg.eval_opponent
+        """eval_games greedy games of the network (no search) against eval_opponent and,
+        when that is a bot, against the random player too (cheap: no search on either
+        side), so every run logs eval/win_rate_vs_random."""
+        run = self.start.run
         model = self.model if self.device.type == "cpu" else copy.deepcopy(self.model).cpu()
-        policies = {PLAYER: LocalPolicy(model),
-                    opponent: outside_policy(opponent, run.env, run.env_config, run.seed,
-                                             int(self.act_space.n))}
-        results = play_matches(run.env, run.env_config, policies, {PLAYER}, PLAYER, opponent,
-                               self.cfg.eval_games, run.seed)
-        win, draw, _ = win_draw_loss(results, PLAYER, opponent)
-        return {f"eval/win_rate_vs_{opponent}": float(win),
-                f"eval/draw_rate_vs_{opponent}": float(draw)}
+        out: dict[str, float] = {}
+        for opponent in dict.fromkeys((self.cfg.eval_opponent, RANDOM)):
+            policies = {PLAYER: LocalPolicy(model),
+                        opponent: outside_policy(opponent, run.env, run.env_config, run.seed,
+                                                 int(self.act_space.n))}
+            results = play_matches(run.env, run.env_config, policies, {PLAYER}, PLAYER,
+                                   opponent, self.cfg.eval_games, run.seed)
+            win, draw, _ = win_draw_loss(results, PLAYER, opponent)
+            out[f"eval/win_rate_vs_{opponent}"] = float(win)
+            out[f"eval/draw_rate_vs_{opponent}"] = float(draw)
+        return out
 
     def policy(self) -> torch.nn.Module:
         return self.model

@@ -24,6 +24,7 @@ import torch
 
 from distrl.core.checkpoint import Checkpoint, save_checkpoint, space_to_json
 from distrl.core.config import RunConfig, to_json
+from distrl.core.display import Budget, write_configs
 from distrl.core.envs import check_env_id, env_name
 from distrl.core.evaluation import evaluation_metrics
 from distrl.core.learner import NonFiniteError
@@ -213,7 +214,9 @@ def drive(start: Start, run: Driven) -> dict[str, Any]:
 
     try:
         logger = MetricsLogger(start.logdir, start.run.progress,
-                               resumed_at=saved_at[0] if start.ckpt is not None else None)
+                               resumed_at=saved_at[0] if start.ckpt is not None else None,
+                               budget=Budget(max_env_steps(start.run), start.run.max_time_s))
+        write_configs(start.logdir, start.algo, start.config, start.run)
         metrics, stopped_by = _loop(start.run, progress, logger,
                                     _named(start, progress, run.iterate), save_once,
                                     run.policy, run.should_stop)

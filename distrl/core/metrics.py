@@ -16,16 +16,17 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-SHOWN = ("iteration", "env/steps_total", "env/episode_return_mean", "env/steps_per_s",
-         "learner/policy_loss", "learner/vf_loss", "learner/kl", "time/total_s")
+from distrl.core.display import Budget, Shown
 
 
 class MetricsLogger:
     """Appends one JSON line per iteration, mirrors scalars to TensorBoard, shows progress."""
 
-    def __init__(self, logdir: Path, progress: bool = True, resumed_at: int | None = None):
+    def __init__(self, logdir: Path, progress: bool = True, resumed_at: int | None = None,
+                 budget: Budget | None = None):
         """``resumed_at``: a resumed run's checkpoint iteration; rows logged past it are
-        dropped, since the run redoes (and logs again) those iterations."""
+        dropped, since the run redoes (and logs again) those iterations. ``budget``: what
+        the progress row measures the run against (none shown without it)."""
         from torch.utils.tensorboard import SummaryWriter  # slow import: only when logging
 
         logdir.mkdir(parents=True, exist_ok=True)
@@ -40,6 +41,7 @@ class MetricsLogger:
             self.live.start()
         self.plain = progress and self.live is None
         self._last_line = 0.0
+        self.shown = Shown(budget)
 
     def log(self, metrics: dict[str, Any]) -> None:
         self.jsonl.write(strict_json(metrics) + "\n")
@@ -49,11 +51,13 @@ class MetricsLogger:
             if isinstance(value, int | float) and key != "iteration":
                 self.tb.add_scalar(key, value, step)
         if self.live is not None:
-            self.live.update(_table(metrics))
-        elif self.plain and time.monotonic() - self._last_line > 10.0:
-            # Not a TTY (CI, nohup): a short line every 10 s instead of a live table.
-            self._last_line = time.monotonic()
-            self.info("  ".join(f"{k}={_fmt(metrics[k])}" for k in SHOWN if k in metrics))
+            self.live.update(_table(self.shown.rows(metrics)))
+        elif self.plain:
+            rows = self.shown.rows(metrics, bar=False)  # every row: it keeps evaluations
+            if time.monotonic() - self._last_line > 10.0:
+                # Not a TTY (CI, nohup): a short line every 10 s instead of a live table.
+                self._last_line = time.monotonic()
+                self.info("  ".join(f"{k}={v}" for k, v in rows))
 
     def info(self, text: str) -> None:
         """A one-line message for a person (stderr, so stdout stays machine-readable)."""
@@ -66,12 +70,10 @@ class MetricsLogger:
         self.jsonl.close()
 
 
-def _table(metrics: dict[str, Any]) -> Table:
+def _table(rows: list[tuple[str, str]]) -> Table:
     table = Table(title="distrl", show_header=False, min_width=48)
-    for key in SHOWN:
-        if key in metrics:
-            value = metrics[key]
-            table.add_row(key, _fmt(value))
+    for key, text in rows:
+        table.add_row(key, text)
     return table
 
 
@@ -119,8 +121,3 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     with path.open() as f:
         return [json.loads(line) for line in f if line.strip()]
 
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, int) or (isinstance(value, float) and abs(value) >= 1000):
-        return f"{value:,.0f}"
-    return f"{value:.4g}"

@@ -20,6 +20,7 @@ from distrl.games.games import make_multiagent_env, split_obs
 from distrl.games.matches import MatchLoop, MatchResult
 from distrl.games.nash import MAX_STATES, table_nash_conv, tabulate, tree_size
 from distrl.games.policies import RANDOM, LocalPolicy, RandomPolicy, make_bot
+from distrl.games.tabular import AVERAGE, TablePolicy, has_table, load_table
 from distrl.models.config import ModelConfig
 from distrl.models.distributions import mask_logits
 from distrl.models.recurrent import actor_critic
@@ -216,7 +217,8 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: st
 
 def _saved_policies(ckpt: Checkpoint, game: Any, env_config: dict[str, Any], ids: set[str],
                     seed: int) -> dict[str, Any]:
-    """The players ``ids`` name: the run's saved policies, random, and bots."""
+    """The players ``ids`` name: the run's saved policies (networks, and a league's
+    average as its table), random, and bots."""
     spec = ckpt.policy()
     obs_space, act_space = spec.obs_space, spec.act_space
     model = from_json(ModelConfig, spec.model)  # every saved policy's architecture
@@ -226,8 +228,13 @@ def _saved_policies(ckpt: Checkpoint, game: Any, env_config: dict[str, Any], ids
         if pid == RANDOM or ":" in pid:
             policies[pid] = outside_policy(pid, game, env_config, seed, int(act_space.n))
             continue
+        if pid == AVERAGE and pid not in weights:
+            policies[pid] = load_table(ckpt, pid)  # absent: says how a league saves one
+            continue
         if pid not in weights:
-            raise ValueError(f"no policy {pid!r} in this run; it has {sorted(weights)}.")
+            tables = [AVERAGE] if has_table(ckpt, AVERAGE) else []
+            raise ValueError(f"no policy {pid!r} in this run; it has "
+                             f"{sorted(weights) + tables}.")
         module = actor_critic(obs_space, act_space, model)
         module.load_state_dict(weights[pid])
         policies[pid] = LocalPolicy(module.requires_grad_(False))
@@ -279,6 +286,8 @@ def policy_table(game: Any, policy: Any) -> np.ndarray | None:
     (nash.tabulate), or None for a recurrent policy (see policy_nash_conv)."""
     if getattr(policy, "recurrent", False):
         return None
+    if isinstance(policy, TablePolicy):
+        return tabulate(game, policy.probs_at)
 
     def probs(obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
         with torch.no_grad():

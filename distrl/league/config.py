@@ -98,6 +98,7 @@ class LeagueConfig(PPOHyperparams):
     league_eval_average_window: int = 0
     """On OpenSpiel games, also the exact NashConv of each main agent's average policy
     over its last N evaluations (league/nash_conv_avg/<id>; games/nash.py; 0: off).
+    main_0's is saved with the run as the policy "average" (distrl eval --policy average).
     The window starts empty again after a resume."""
     nash_conv_max_states: int = MAX_STATES
     """On OpenSpiel games, NashConv only if the game's tree has at most this many

@@ -27,6 +27,7 @@ from distrl.games.games import make_multiagent_env, policy_obs_space
 from distrl.games.nash import AveragePolicy, table_nash_conv
 from distrl.games.policies import RANDOM
 from distrl.games.scoring import nash_conv_game, outcome, play_matches, policy_table, win_draw_loss
+from distrl.games.tabular import AVERAGE, table_files, table_policy
 from distrl.league.config import LeagueConfig
 from distrl.league.rules import League
 from distrl.league.workers import LocalWorkers, Workers
@@ -37,7 +38,8 @@ def train_league(config: LeagueConfig | None = None, run: RunConfig | None = Non
     """Train a league until a stop condition holds; returns the final metrics and the
     checkpoint (whose policy is main_0's, for `distrl eval`)."""
     league_run = start_league(config or LeagueConfig(), run or RunConfig())
-    return drive(league_run.start, league_run)
+    result = drive(league_run.start, league_run)
+    return {**league_run.evaluated, **result}  # the last evaluation's, when not the last
 
 
 def start_league(config: LeagueConfig, run: RunConfig) -> LeagueRun:
@@ -91,6 +93,7 @@ class LeagueRun:
         self.progress = start.progress()
         self.ray_start_s = 0.0  # Ray starts inside RayWorkers' set-up, not timed apart
         self.averages: dict[str, AveragePolicy] = {}  # main agent -> recent evaluations
+        self.evaluated: dict[str, Any] = {}  # the last evaluation's metrics
         state = start.algo_state() if start.ckpt is not None else None
         if state is not None:
             self.league = League.from_json(state["league"], self.config.rules)
@@ -153,7 +156,8 @@ class LeagueRun:
                    **self.workers.metrics()}
         every = self.config.league_eval_interval
         if every and self.progress.iteration % every == 0:
-            metrics.update(self.evaluate())
+            self.evaluated = self.evaluate()
+            metrics.update(self.evaluated)
         return metrics
 
     def _snapshots(self) -> dict[str, Any]:
@@ -243,7 +247,18 @@ class LeagueRun:
                         policy_files(main, self.obs_space, self.act_space, self.config.model),
                         {**state, "generator": self.generator.get_state()},
                         self.workers.games_state(),
-                        {"league": self.league.to_json(), "rng": self.rng.bit_generator.state})
+                        {"league": self.league.to_json(), "rng": self.rng.bit_generator.state},
+                        more=self._average_files())
+
+    def _average_files(self) -> dict[str, Any]:
+        """main_0's average policy (the one league/nash_conv_avg/main_0 judges) as the
+        checkpoint's table policy ``average`` (games.tabular), when there is one."""
+        average = self.averages.get("main_0")
+        if average is None or average.last is None:
+            return {}
+        policy = table_policy(self.nash_game, average.table())
+        return {} if policy is None else {AVERAGE: table_files(policy, "main_0",
+                                                               len(average.parts))}
 
     def close(self) -> None:
         self.workers.close()

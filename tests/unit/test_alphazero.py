@@ -339,3 +339,15 @@ def test_a_resumed_run_starts_from_the_saved_network_and_optimizer(tmp_path):
     moments = state["optimizer"]["state"]
     assert moments and all(torch.equal(moments[k]["exp_avg"], v["exp_avg"])
                            for k, v in saved["optimizer"]["state"].items())
+
+
+def test_evaluations_against_a_bot_also_play_random_and_the_result_keeps_them(tmp_path):
+    run = RunConfig(env="pettingzoo:connect_four_v3", max_env_steps=96,
+                    logdir=str(tmp_path), progress=False)
+    out = train_alphazero(replace(SMALL, eval_opponent="mcts:2"), run)
+    assert out["iteration"] == 3  # evaluated at 2 only
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert "eval/win_rate_vs_random" in rows[1] and "eval/win_rate_vs_mcts:2" in rows[1]
+    assert "eval/win_rate_vs_random" not in rows[2]
+    for key in ("eval/win_rate_vs_random", "eval/win_rate_vs_mcts:2"):
+        assert out[key] == rows[1][key]

@@ -393,3 +393,71 @@ def test_a_league_resumes_exactly_games_in_progress_included(tmp_path, lstm):
     for pid in wa:
         for k, v in wa[pid].items():
             torch.testing.assert_close(wb[pid][k], v, rtol=0, atol=0)
+
+
+def test_the_average_policy_is_saved_and_plays_with_the_nash_conv_reported(tmp_path, capsys):
+    import json
+
+    import numpy as np
+
+    from distrl.cli import main
+    from distrl.games.scoring import evaluate_league
+    from distrl.games.tabular import load_table
+
+    pytest.importorskip("pyspiel")
+    config = LeagueConfig(rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0),
+                          train_batch_size=64, minibatch_size=32, num_epochs=1, num_envs=4,
+                          league_eval_interval=2, league_eval_games=4,
+                          league_eval_average_window=3)
+    out = train_league(config, run(tmp_path, env="openspiel:kuhn_poker", max_env_steps=700))
+    # The last iteration was not evaluated: the result carries the last evaluation's.
+    assert out["iteration"] % 2 == 1
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    last = [r for r in rows if "league/nash_conv_avg/main_0" in r][-1]
+    assert last["iteration"] == out["iteration"] - 1
+    for key in ("league/win_rate/main_0_vs_random", "league/nash_conv_avg/main_0"):
+        assert out[key] == last[key]
+    # The average is a policy of the run, read without unpickling (tensors and JSON).
+    ckpt = Checkpoint(out["checkpoint"])
+    assert ckpt.json("average", "policy.json")["of"] == "main_0"
+    average = load_table(ckpt)
+    legal = average.probs > 0
+    assert np.allclose(average.probs.sum(axis=1), 1.0) and legal.any(axis=1).all()
+    # What it plays is its table; its NashConv is the one the run reported.
+    with torch.no_grad():
+        logits, _ = average(torch.as_tensor(average.observations))
+    np.testing.assert_allclose(torch.softmax(logits, -1).numpy(), average.probs, atol=1e-6)
+    judged = evaluate_league(out["checkpoint"], policy="average", games=20, stochastic=True)
+    assert judged["nash_conv"] == pytest.approx(out["league/nash_conv_avg/main_0"], abs=1e-12)
+    assert judged["nash_conv"] != pytest.approx(out["league/nash_conv/main_0"], abs=1e-9)
+    main(["eval", str(tmp_path), "--policy", "average", "--episodes", "10", "--json"])
+    played = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert played["policy"] == "average" and played["games"] == 10
+    assert played["nash_conv"] == judged["nash_conv"]
+
+
+def test_a_league_without_an_average_says_how_to_save_one(tmp_path):
+    from distrl.games.scoring import evaluate_league
+
+    pytest.importorskip("pyspiel")
+    config = LeagueConfig(rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0),
+                          train_batch_size=64, minibatch_size=32, num_epochs=1, num_envs=4,
+                          league_eval_interval=1, league_eval_games=2)
+    out = train_league(config, run(tmp_path, env="openspiel:kuhn_poker", max_env_steps=64))
+    assert "average" not in Checkpoint(out["checkpoint"]).manifest["components"]
+    with pytest.raises(ValueError, match="league_eval_average_window > 0"):
+        evaluate_league(out["checkpoint"], policy="average", games=2)
+
+
+def test_the_cli_final_line_of_a_league_is_its_win_rate(tmp_path, capsys):
+    from distrl.cli import main
+
+    pytest.importorskip("pyspiel")
+    main(["train", "league", "--env", "openspiel:kuhn_poker", "--num-main-exploiters", "0",
+          "--num-league-exploiters", "0", "--train-batch-size", "64", "--minibatch-size", "32",
+          "--num-envs", "4", "--league-eval-interval", "1", "--league-eval-games", "4",
+          "--max-env-steps", "200", "--logdir", str(tmp_path), "--no-progress"])
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("done (max_env_steps)") and "mean return" not in line
+    assert "win rate main_0 vs random" in line and "NashConv main_0" in line
+    assert (tmp_path / "config.json").is_file()  # the configs, beside the run

@@ -104,4 +104,5 @@ def test_a_resumed_run_logs_each_iteration_once(tmp_path):
     assert not any("killed" in r for r in rows)
     assert metrics.stat().st_mode & 0o777 == 0o640  # rewritten, its mode kept
     assert sorted(os.listdir(tmp_path)) == sorted(
-        ["checkpoint", "metrics.jsonl", *(p.name for p in tmp_path.glob("events.*"))])
+        ["checkpoint", "config.json", "metrics.jsonl",
+         *(p.name for p in tmp_path.glob("events.*"))])
