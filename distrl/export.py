@@ -29,7 +29,7 @@ from torch import nn
 from distrl.core.checkpoint import find_checkpoint
 from distrl.models.distributions import mask_logits
 from distrl.models.q_network import QNetwork
-from distrl.policy import Policy, load_policy
+from distrl.policy import Policy, TableNet, load_policy
 
 SUFFIX = {"torchscript": ".pt", "onnx": ".onnx"}
 ONNX_EXTRA = "pip install 'distrl[export]'"
@@ -92,6 +92,10 @@ def export_policy(run: str | Path, format: str = "torchscript", out: str | Path 
     if loaded.recurrent:
         raise ValueError("a recurrent (LSTM) policy is not exported: its action depends on "
                          "a memory carried between steps; act with distrl.load_policy.")
+    if isinstance(loaded.model, TableNet):
+        raise ValueError(f"policy {loaded.policy_id!r} is a table over the game's information "
+                         "states, not a network: export a network policy (main_0), or act "
+                         "with distrl.load_policy.")
     game = loaded.policy_id is not None
     module = (MaskedGreedyActions if game else GreedyActions)(loaded).eval()
     example = _example_inputs(loaded, game)

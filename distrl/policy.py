@@ -22,6 +22,8 @@ from distrl.core import evaluation
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.sampling import StepContext, env_action_fn, first_context
 from distrl.games.games import split_obs
+from distrl.games.tabular import TablePolicy, has_table, load_table
+from distrl.models.distributions import Categorical
 from distrl.models.recurrent import LSTMActor
 
 MAIN = "main_0"
@@ -43,7 +45,8 @@ class Policy:
     it carries a state; ``observation_space`` and ``action_space`` are the network's
     (a game's "observation" part, without its action mask)."""
 
-    def __init__(self, model: evaluation.PolicyNet, ckpt: Checkpoint, policy_id: str | None):
+    def __init__(self, model: evaluation.PolicyNet | TableNet, ckpt: Checkpoint,
+                 policy_id: str | None):
         spec = ckpt.policy()
         self.model, self.policy_id = model, policy_id
         self.observation_space, self.action_space = spec.obs_space, spec.act_space
@@ -127,6 +130,19 @@ class Policy:
                                    np.array(np.broadcast_to(np.asarray(rewards, np.float32), (n,))))
 
 
+class TableNet:
+    """A table policy (a league's saved ``average``) acting as a network does: its
+    log-probabilities are the logits, so the greedy move is the most probable one."""
+
+    dist = Categorical
+
+    def __init__(self, table: TablePolicy):
+        self.table = table
+
+    def __call__(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.table(obs.cpu())
+
+
 def _split_game_obs(obs: Any) -> tuple[Any, np.ndarray | None]:
     """A game's observation dict (or a list of them) as (observations, action masks)."""
     if isinstance(obs, dict):
@@ -141,10 +157,13 @@ def _split_game_obs(obs: Any) -> tuple[Any, np.ndarray | None]:
 def load_policy(run: str | Path, policy: str | None = None) -> Policy:
     """The policy of a saved run (its logdir or checkpoint/ directory), to act with in
     your own code; ``policy``: a game run's policy id (league, AlphaZero; default
-    ``main_0``, the main agent). Reads tensors and JSON only, never a pickle."""
+    ``main_0``, the main agent; ``average``: a league's saved average policy, a table over
+    its game's information states). Reads tensors and JSON only, never a pickle."""
     ckpt = Checkpoint(run)
     game = bool(ckpt.policy_ids)
     pid = policy or (MAIN if game else None)
+    if pid is not None and has_table(ckpt, pid) and pid not in ckpt.policy_ids:
+        return Policy(TableNet(load_table(ckpt, pid)), ckpt, pid)
     # A game run's main agent is also its policy/ component: no other policy's tensors read.
     model = evaluation.load_policy(ckpt, None if game and pid == MAIN else pid)
     return Policy(model, ckpt, pid)

@@ -222,3 +222,23 @@ def test_any_saved_policy_of_a_league_and_errors_that_name_the_fix(runs):
         distrl.load_policy(runs["apex"]).act(np.zeros(4, np.float32), deterministic=False)
     with pytest.raises(ValueError, match="action masks restrict Discrete actions"):
         distrl.load_policy(runs["pendulum"]).act(np.zeros(3, np.float32), action_mask=[1])
+
+
+def test_a_leagues_average_policy_acts_as_its_table(tmp_path):
+    from distrl.export import export_policy
+    from distrl.games.tabular import load_table
+
+    config = LeagueConfig(rules=LeagueRules(num_main_exploiters=0, num_league_exploiters=0),
+                          train_batch_size=64, minibatch_size=32, num_epochs=1, num_envs=4,
+                          league_eval_interval=1, league_eval_games=2,
+                          league_eval_average_window=2, model=ModelConfig(hiddens=(16,)))
+    train_league(config, _run(tmp_path, "kuhn", "openspiel:kuhn_poker", 200))
+    table = load_table(Checkpoint(tmp_path / "kuhn"))
+    policy = distrl.load_policy(tmp_path / "kuhn", policy="average")
+    assert policy.policy_id == "average" and not policy.recurrent
+    legal = table.probs > 0
+    actions = policy.act(table.observations, action_mask=legal)
+    assert np.array_equal(actions, table.probs.argmax(-1))
+    assert [policy.act(o) for o in table.observations] == list(table.probs.argmax(-1))
+    with pytest.raises(ValueError, match="'average' is a table over the game's information"):
+        export_policy(tmp_path / "kuhn", "torchscript", tmp_path / "x.pt", policy="average")
