@@ -27,6 +27,7 @@ _EXPORTS = {
     "RunConfig": "distrl.core.config",
     "train_ppo": "distrl.ppo.train",
     "evaluate": "distrl.games.scoring",
+    "load_policy": "distrl.policy",
 }
 __all__ = sorted(_EXPORTS)
 
