@@ -15,6 +15,7 @@ _EXPORTS = {
     "AlphaZeroConfig": "distrl.alphazero.config",
     "train_alphazero": "distrl.alphazero.train",
     "ApexConfig": "distrl.apex.config",
+    "Callbacks": "distrl.core.callbacks",
     "train_apex": "distrl.apex.train",
     "PPOConfig": "distrl.ppo.config",
     "DDPPOConfig": "distrl.ddppo.config",

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from distrl.core.callbacks import Callbacks
 from distrl.core.config import RunConfig
-from distrl.core.loop import REPORTER
 from distrl.registry import ALGORITHMS
 
 
@@ -37,15 +37,13 @@ def train_trial(algo: str, params: dict[str, Any]) -> None:
     if run.logdir is None:  # metrics.jsonl, TensorBoard and checkpoints in the trial dir
         run = dataclasses.replace(run, logdir=tune.get_context().get_trial_dir())
 
-    def report(metrics: dict[str, Any], checkpoint: Path | None) -> None:
-        saved = tune.Checkpoint.from_directory(str(checkpoint)) if checkpoint else None
-        tune.report(_numbers(metrics), checkpoint=saved)
+    saved: list[Path] = []  # the checkpoint written in this iteration (before its report)
 
-    token = REPORTER.set(report)
-    try:
-        ALGORITHMS[algo].train()(config, run)
-    finally:
-        REPORTER.reset(token)
+    def report(metrics: dict[str, Any]) -> None:
+        checkpoint = tune.Checkpoint.from_directory(str(saved.pop())) if saved else None
+        tune.report(_numbers(metrics), checkpoint=checkpoint)
+
+    ALGORITHMS[algo].train()(config, run, callbacks=Callbacks(report, saved.append))
 
 
 def split_params(algo: str, params: dict[str, Any]) -> tuple[Any, RunConfig]:

@@ -107,7 +107,7 @@ def after_all(tmp_path_factory) -> dict:
 
 def test_all_lists_the_documented_names():
     assert {"PPOConfig", "RunConfig", "train_ppo", "evaluate", "DDPPOConfig",
-            "train_ddppo", "ModelConfig"} <= set(distrl.__all__)
+            "train_ddppo", "ModelConfig", "Callbacks"} <= set(distrl.__all__)
 
 
 @pytest.mark.parametrize("name", distrl.__all__)

@@ -32,6 +32,7 @@ from distrl.alphazero.self_play import (
     mirrored,
     search_game,
 )
+from distrl.core.callbacks import Callbacks
 from distrl.core.config import RunConfig
 from distrl.core.learner import Learner
 from distrl.core.loop import Start, drive, learner_device, policy_files, save_run, start_run
@@ -50,9 +51,10 @@ simulations: a few seconds on a core), so that a call's time stays far below
 actor_timeout_s however large an iteration; an iteration makes several calls."""
 
 
-def train_alphazero(config: AlphaZeroConfig | None = None, run: RunConfig | None = None
-                    ) -> dict[str, Any]:
-    """Self-play until a stop condition holds; returns the final metrics and the checkpoint."""
+def train_alphazero(config: AlphaZeroConfig | None = None, run: RunConfig | None = None, *,
+                    callbacks: Callbacks | None = None) -> dict[str, Any]:
+    """Self-play until a stop condition holds; returns the final metrics and the checkpoint.
+    ``callbacks``: your functions, called between iterations (distrl.Callbacks)."""
     # No env check here: AlphaZeroRun makes the env first, with its env_config (a
     # module:callable game may need one).
     start = start_run("alphazero", config or AlphaZeroConfig(), run or RunConfig(),
@@ -62,7 +64,7 @@ def train_alphazero(config: AlphaZeroConfig | None = None, run: RunConfig | None
                          "episodes of one agent: use --eval-interval, --eval-games and "
                          "--eval-opponent instead of --evaluation-interval/--stop-return.")
     az = AlphaZeroRun(start)
-    result = drive(start, az)
+    result = drive(start, az, callbacks)
     return {**az.evaluated, **result}  # the last evaluation's, when not the last
 
 

@@ -22,6 +22,7 @@ from distrl.apex.roles import (
     ReplayShard,
     frame_stack,
 )
+from distrl.core.callbacks import Callbacks
 from distrl.core.config import RunConfig
 from distrl.core.envs import env_spaces
 from distrl.core.loop import (
@@ -36,11 +37,12 @@ from distrl.core.loop import (
 from distrl.core.sampling import seed_for
 
 
-def train_apex(config: ApexConfig | None = None, run: RunConfig | None = None
-               ) -> dict[str, Any]:
+def train_apex(config: ApexConfig | None = None, run: RunConfig | None = None, *,
+               callbacks: Callbacks | None = None) -> dict[str, Any]:
     """Train Ape-X DQN until a stop condition holds; returns the final metrics and the
     checkpoint path. Training episodes are reported from the third of actors with the
-    lowest epsilon."""
+    lowest epsilon. ``callbacks``: your functions, called between iterations
+    (distrl.Callbacks)."""
     start = start_run("apex", config or ApexConfig(), run or RunConfig())
     config, run = start.config, start.run
     obs_space, act_space = env_spaces(run.env, run.env_config)
@@ -87,7 +89,7 @@ def train_apex(config: ApexConfig | None = None, run: RunConfig | None = None
                         more={"replay": {"state.pt": engine.get_state()}})
 
     return drive(start, Closures(progress, iterate, save, engine.close, learner.snapshot,
-                                 ray_start_s))
+                                 ray_start_s), callbacks)
 
 
 def make_engine(config: ApexConfig, run: RunConfig, learner: DQNLearner, obs_space: gym.Space,

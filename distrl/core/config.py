@@ -92,11 +92,15 @@ class RunConfig:
     """Print the final result as one JSON object on the last stdout line."""
     progress: bool = True
     """Show live progress on the terminal (only when stderr is a TTY)."""
+    wandb_project: str | None = None
+    """Also log the TensorBoard scalars and the configs to this Weights & Biases project
+    (pip install 'distrl[wandb]'); offline under the logdir unless a W&B API key is
+    configured or WANDB_MODE says otherwise."""
 
     PER_INVOCATION: ClassVar[tuple[str, ...]] = (
         "resume", "address", "placement_strategy", "device", "num_torch_threads",
         "max_restarts", "actor_timeout_s", "resume_reset", "resume_as_given", "json",
-        "progress")
+        "progress", "wandb_project")
     """Fields a resumed run takes from the new invocation, never from its checkpoint."""
 
     def __post_init__(self) -> None:

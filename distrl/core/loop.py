@@ -4,7 +4,6 @@ between iterations) and the checkpoint's common components."""
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import os
 import signal
@@ -22,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from distrl.core.callbacks import Callbacks
 from distrl.core.checkpoint import Checkpoint, save_checkpoint, space_to_json
 from distrl.core.config import RunConfig, to_json
 from distrl.core.display import Budget, write_configs
@@ -30,17 +30,9 @@ from distrl.core.evaluation import evaluation_metrics
 from distrl.core.learner import NonFiniteError
 from distrl.core.metrics import MetricsLogger
 from distrl.core.resume import resumed_configs
+from distrl.core.wandb_logger import check_wandb, open_wandb
 
 WINDOW = 100  # episodes in env/episode_return_mean
-
-
-Reporter = Callable[[dict[str, Any], Path | None], None]
-
-
-REPORTER: contextvars.ContextVar[Reporter | None] = contextvars.ContextVar("distrl_reporter",
-                                                                          default=None)
-"""Called after every iteration with its metrics and the checkpoint saved in it (or None):
-how a Ray Tune trial (distrl.tune) sees a run; set only around one train_* call."""
 
 
 MAX_ENV_STEPS_VAR = "DISTRL_MAX_ENV_STEPS"
@@ -125,6 +117,7 @@ def start_run(algo: str, config: Any, run: RunConfig,
             )
         config, run = resumed_configs(ckpt, config, run)
     check_env(run.env)
+    check_wandb(run.wandb_project)
     torch.set_num_threads(run.num_torch_threads)
     torch.manual_seed(run.seed)
     return Start(algo, config, run, _logdir(algo, run), ckpt)
@@ -190,7 +183,7 @@ class Closures:
     should_stop: Callable[[dict[str, Any]], str | None] = lambda metrics: None
 
 
-def drive(start: Start, run: Driven) -> dict[str, Any]:
+def drive(start: Start, run: Driven, callbacks: Callbacks | None = None) -> dict[str, Any]:
     """Iterate until a stop condition holds (the run's, or a reason from the algorithm's
     ``should_stop(metrics)``), checkpoint, close the workers and the logger;
     returns the last metrics with the checkpoint path and why the run stopped.
@@ -202,8 +195,11 @@ def drive(start: Start, run: Driven) -> dict[str, Any]:
     checkpoint always holds a completed iteration; a second Ctrl-C aborts at once. A run
     that fails with an error first saves its last completed iteration, if not saved yet,
     so that --resume is always possible.
+
+    ``callbacks`` hear of every iteration and checkpoint, and may stop the run.
     """
     logger = None
+    hooks = callbacks or Callbacks()
     progress = run.progress
     saved_at = [progress.iteration]  # a resumed run's checkpoint holds this iteration
 
@@ -215,12 +211,14 @@ def drive(start: Start, run: Driven) -> dict[str, Any]:
     try:
         logger = MetricsLogger(start.logdir, start.run.progress,
                                resumed_at=saved_at[0] if start.ckpt is not None else None,
-                               budget=Budget(max_env_steps(start.run), start.run.max_time_s))
+                               budget=Budget(max_env_steps(start.run), start.run.max_time_s),
+                               wandb=open_wandb(start.algo, start.config, start.run,
+                                                start.logdir))
         write_configs(start.logdir, start.algo, start.config, start.run)
         metrics, stopped_by = _loop(start.run, progress, logger,
                                     _named(start, progress, run.iterate), save_once,
-                                    run.policy, run.should_stop)
-        checkpoint = run.save()
+                                    run.policy, run.should_stop, hooks)
+        checkpoint = hooks.checkpoint(save_once())
     except Exception:
         if progress.iteration > saved_at[0]:
             _save_after_error(save_once, progress, start.logdir)
@@ -260,8 +258,8 @@ def _named(start: Start, progress: Progress, iterate: Callable[[], dict[str, Any
 
 def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
           iterate: Callable[[], dict[str, Any]], save: Callable[[], Path],
-          policy: Callable[[], Any], should_stop: Callable[[dict[str, Any]], str | None]
-          ) -> tuple[dict[str, Any], str]:
+          policy: Callable[[], Any], should_stop: Callable[[dict[str, Any]], str | None],
+          hooks: Callbacks) -> tuple[dict[str, Any], str]:
     stopped_by = "max_env_steps"
     metrics: dict[str, Any] = {}
     tick = time.perf_counter()
@@ -277,13 +275,14 @@ def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
             progress.time_s, tick = progress.time_s + now - tick, now
             metrics["time/total_s"] = progress.time_s
             logger.log(metrics)
-            saved = None
             if run.checkpoint_every and progress.iteration % run.checkpoint_every == 0:
-                saved = save()
-            if (report := REPORTER.get()) is not None:
-                report(metrics, saved)
+                hooks.checkpoint(save())
+            asked = hooks.iteration(metrics)
             if interrupted.is_set():
                 stopped_by = "interrupted"
+                break
+            if asked:
+                stopped_by = "callback"
                 break
             if _reached(run, progress, metrics if evaluated else None):
                 stopped_by = "stop_return"

@@ -17,16 +17,18 @@ from rich.live import Live
 from rich.table import Table
 
 from distrl.core.display import Budget, Shown
+from distrl.core.wandb_logger import WandbLogger
 
 
 class MetricsLogger:
     """Appends one JSON line per iteration, mirrors scalars to TensorBoard, shows progress."""
 
     def __init__(self, logdir: Path, progress: bool = True, resumed_at: int | None = None,
-                 budget: Budget | None = None):
+                 budget: Budget | None = None, wandb: WandbLogger | None = None):
         """``resumed_at``: a resumed run's checkpoint iteration; rows logged past it are
         dropped, since the run redoes (and logs again) those iterations. ``budget``: what
-        the progress row measures the run against (none shown without it)."""
+        the progress row measures the run against (none shown without it). ``wandb``: a
+        W&B run that gets the TensorBoard scalars too."""
         from torch.utils.tensorboard import SummaryWriter  # slow import: only when logging
 
         logdir.mkdir(parents=True, exist_ok=True)
@@ -34,6 +36,7 @@ class MetricsLogger:
             drop_rows_after(logdir / "metrics.jsonl", resumed_at)
         self.jsonl = (logdir / "metrics.jsonl").open("a")
         self.tb = SummaryWriter(str(logdir))
+        self.wandb = wandb
         self.console = Console(stderr=True)
         self.live: Live | None = None
         if progress and sys.stderr.isatty():
@@ -47,9 +50,12 @@ class MetricsLogger:
         self.jsonl.write(strict_json(metrics) + "\n")
         self.jsonl.flush()
         step = int(metrics.get("env/steps_total", metrics.get("iteration", 0)))
-        for key, value in metrics.items():
-            if isinstance(value, int | float) and key != "iteration":
-                self.tb.add_scalar(key, value, step)
+        scalars = {key: value for key, value in metrics.items()
+                   if isinstance(value, int | float) and key != "iteration"}
+        for key, value in scalars.items():
+            self.tb.add_scalar(key, value, step)
+        if self.wandb is not None:
+            self.wandb.log(scalars, step)
         if self.live is not None:
             self.live.update(_table(self.shown.rows(metrics)))
         elif self.plain:
@@ -68,6 +74,8 @@ class MetricsLogger:
             self.live.stop()
         self.tb.close()
         self.jsonl.close()
+        if self.wandb is not None:
+            self.wandb.close()
 
 
 def _table(rows: list[tuple[str, str]]) -> Table:

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from distrl.core.callbacks import Callbacks
 from distrl.core.config import RunConfig
 from distrl.core.envs import env_spaces
 from distrl.core.loop import Closures, Progress, drive, policy_files, save_run, start_run
@@ -20,11 +21,12 @@ from distrl.models.recurrent import actor_critic
 from distrl.store.policy_cache import readonly_tensor
 
 
-def train_ddppo(config: DDPPOConfig | None = None,
-                run: RunConfig | None = None) -> dict[str, Any]:
+def train_ddppo(config: DDPPOConfig | None = None, run: RunConfig | None = None, *,
+                callbacks: Callbacks | None = None) -> dict[str, Any]:
     """Train DD-PPO until a stop condition holds; returns the final metrics and checkpoint.
 
     With ``run.resume`` the configs come from the checkpoint (see train_ppo).
+    ``callbacks``: your functions, called between iterations (distrl.Callbacks).
     """
     start = start_run("ddppo", config or DDPPOConfig(), run or RunConfig())
     config, run = start.config, start.run
@@ -76,7 +78,8 @@ def train_ddppo(config: DDPPOConfig | None = None,
             model.load_state_dict(group.learner_state()["model"])
         return model
 
-    return drive(start, Closures(progress, iterate, save, group.close, policy, ray_start_s))
+    return drive(start, Closures(progress, iterate, save, group.close, policy, ray_start_s),
+                 callbacks)
 
 
 def _round(config: DDPPOConfig, group, model: torch.nn.Module, p: Progress) -> dict[str, Any]:

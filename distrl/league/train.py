@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from distrl.core.callbacks import Callbacks
 from distrl.core.config import RunConfig
 from distrl.core.loop import Start, drive, policy_files, save_run, start_run
 from distrl.games.games import make_multiagent_env, policy_obs_space
@@ -33,12 +34,13 @@ from distrl.league.rules import League
 from distrl.league.workers import LocalWorkers, Workers
 
 
-def train_league(config: LeagueConfig | None = None, run: RunConfig | None = None
-                 ) -> dict[str, Any]:
+def train_league(config: LeagueConfig | None = None, run: RunConfig | None = None, *,
+                 callbacks: Callbacks | None = None) -> dict[str, Any]:
     """Train a league until a stop condition holds; returns the final metrics and the
-    checkpoint (whose policy is main_0's, for `distrl eval`)."""
+    checkpoint (whose policy is main_0's, for `distrl eval`). ``callbacks``: your
+    functions, called between iterations (distrl.Callbacks)."""
     league_run = start_league(config or LeagueConfig(), run or RunConfig())
-    result = drive(league_run.start, league_run)
+    result = drive(league_run.start, league_run, callbacks)
     return {**league_run.evaluated, **result}  # the last evaluation's, when not the last
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from distrl.core.callbacks import Callbacks
 from distrl.core.config import RunConfig
 from distrl.core.envs import env_spaces
 from distrl.core.learner import Learner
@@ -35,11 +36,13 @@ from distrl.ppo.env_runner import EnvRunner, LocalRunnerGroup
 from distrl.ppo.loss import ppo_update, update_kl_coeff
 
 
-def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None) -> dict[str, Any]:
+def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None, *,
+              callbacks: Callbacks | None = None) -> dict[str, Any]:
     """Train PPO until a stop condition holds; returns the final metrics and checkpoint path.
 
     With ``run.resume`` the configs come from the checkpoint; fields set here that
-    differ from the defaults change them (each change is reported).
+    differ from the defaults change them (each change is reported). ``callbacks``: your
+    functions, called between iterations (distrl.Callbacks).
     """
     start = start_run("ppo", config or PPOConfig(), run or RunConfig())
     config, run = start.config, start.run
@@ -77,7 +80,7 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None) -> 
                         {"kl_coeff": kl_coeff, "returns": stats_to_json(returns)})
 
     return drive(start, Closures(progress, iterate, save, runners.close, lambda: model,
-                                 ray_start_s))
+                                 ray_start_s), callbacks)
 
 
 def _iteration(config: PPOConfig, learner: Learner, runners, p: Progress, kl_coeff: float,
