@@ -8,19 +8,15 @@ import textwrap
 
 import numpy as np
 import pytest
-import torch
 
 import distrl
-from distrl import ApexConfig, LeagueConfig, LeagueRules, ModelConfig, PPOConfig, RunConfig
 from distrl.export import main
+from tests.unit.test_load_policy import train_tiny
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("pettingzoo")
 
 N = 1_000
-PPO = dict(num_env_runners=0, num_envs_per_env_runner=2, train_batch_size=128,
-           minibatch_size=64, num_epochs=1)
-SMALL = ModelConfig(hiddens=(16,))
 
 # Runs the exported file on saved inputs; prints its actions and whether distrl was imported.
 RUNNER = textwrap.dedent("""
@@ -41,32 +37,10 @@ RUNNER = textwrap.dedent("""
 """)
 
 
-def _run(tmp, name, env, steps):
-    return RunConfig(env=env, max_env_steps=steps, logdir=str(tmp / name), progress=False)
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    torch.set_num_threads(1)
     tmp = tmp_path_factory.mktemp("runs")
-    distrl.train_ppo(PPOConfig(**PPO, model=SMALL), _run(tmp, "ppo", "CartPole-v1", 256))
-    distrl.train_ppo(PPOConfig(**PPO, model=ModelConfig(hiddens=(16,),
-                                                        observation_filter="MeanStdFilter")),
-                     _run(tmp, "pendulum", "Pendulum-v1", 256))
-    distrl.train_apex(ApexConfig(num_workers=0, num_envs_per_worker=2, rollout_fragment_length=25,
-                                 learning_starts=100, capacity=1_000, train_batch_size=32,
-                                 min_time_s_per_reporting=0.0,
-                                 min_sample_timesteps_per_reporting=100, model=SMALL),
-                      _run(tmp, "apex", "CartPole-v1", 200))
-    distrl.train_league(LeagueConfig(rules=LeagueRules(num_main_exploiters=0,
-                                                       num_league_exploiters=0),
-                                     train_batch_size=32, minibatch_size=32, num_epochs=1,
-                                     num_envs=2, league_eval_interval=1, league_eval_games=2,
-                                     model=SMALL),
-                        _run(tmp, "league", "pettingzoo:tictactoe_v3", 64))
-    distrl.train_ppo(PPOConfig(**PPO, model=ModelConfig(hiddens=(16,), use_lstm=True,
-                                                        lstm_cell_size=8)),
-                     _run(tmp, "lstm", "CartPole-v1", 128))
+    train_tiny(tmp, ("ppo", "pendulum", "apex", "league", "lstm"))
     return tmp
 
 

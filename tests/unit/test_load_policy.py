@@ -41,30 +41,41 @@ def _run(tmp, name, env, steps):
     return RunConfig(env=env, max_env_steps=steps, logdir=str(tmp / name), progress=False)
 
 
+def train_tiny(tmp, names):
+    """Tiny runs (in process, a few hundred steps) of the named kinds: name -> logdir."""
+    torch.set_num_threads(1)
+    small = ModelConfig(hiddens=(16,))
+    filtered = ModelConfig(hiddens=(16,), observation_filter="MeanStdFilter")
+    train = {
+        "ppo": lambda: train_ppo(PPOConfig(**PPO, model=small),
+                                 _run(tmp, "ppo", "CartPole-v1", 256)),
+        "pendulum": lambda: train_ppo(PPOConfig(**PPO, model=filtered),
+                                      _run(tmp, "pendulum", "Pendulum-v1", 256)),
+        "lstm": lambda: train_ppo(PPOConfig(**PPO, model=LSTM),
+                                  _run(tmp, "lstm", "CartPole-v1", 256)),
+        "apex": lambda: train_apex(
+            ApexConfig(num_workers=0, num_envs_per_worker=2, rollout_fragment_length=25,
+                       learning_starts=100, capacity=1_000, train_batch_size=32,
+                       min_time_s_per_reporting=0.0, min_sample_timesteps_per_reporting=100,
+                       model=small), _run(tmp, "apex", "CartPole-v1", 200)),
+        "league": lambda: train_league(
+            LeagueConfig(rules=LeagueRules(snapshot_steps=32), train_batch_size=32,
+                         minibatch_size=32, num_epochs=1, num_envs=2, league_eval_interval=1,
+                         league_eval_games=2, model=small), _run(tmp, "league", GAME, 64)),
+        "alphazero": lambda: train_alphazero(
+            AlphaZeroConfig(num_games=2, num_simulations=4, moves_per_iteration=16,
+                            learning_starts=16, train_batch_size=16, eval_interval=0,
+                            model=small), _run(tmp, "alphazero", SPIEL, 32)),
+    }
+    for name in names:
+        train[name]()
+    return {name: tmp / name for name in names}
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Tiny runs of every algorithm (in process, a few hundred steps): name -> logdir."""
-    torch.set_num_threads(1)
-    tmp = tmp_path_factory.mktemp("runs")
-    small = ModelConfig(hiddens=(16,))
-    train_ppo(PPOConfig(**PPO, model=small), _run(tmp, "ppo", "CartPole-v1", 256))
-    train_ppo(PPOConfig(**PPO, model=ModelConfig(hiddens=(16,),
-                                                 observation_filter="MeanStdFilter")),
-              _run(tmp, "pendulum", "Pendulum-v1", 256))
-    train_ppo(PPOConfig(**PPO, model=LSTM), _run(tmp, "lstm", "CartPole-v1", 256))
-    train_apex(ApexConfig(num_workers=0, num_envs_per_worker=2, rollout_fragment_length=25,
-                          learning_starts=100, capacity=1_000, train_batch_size=32,
-                          min_time_s_per_reporting=0.0, min_sample_timesteps_per_reporting=100,
-                          model=small), _run(tmp, "apex", "CartPole-v1", 200))
-    train_league(LeagueConfig(rules=LeagueRules(snapshot_steps=32), train_batch_size=32,
-                              minibatch_size=32, num_epochs=1, num_envs=2,
-                              league_eval_interval=1, league_eval_games=2, model=small),
-                 _run(tmp, "league", GAME, 64))
-    train_alphazero(AlphaZeroConfig(num_games=2, num_simulations=4, moves_per_iteration=16,
-                                    learning_starts=16, train_batch_size=16, eval_interval=0,
-                                    model=small), _run(tmp, "alphazero", SPIEL, 32))
-    return {name: tmp / name for name in
-            ("ppo", "pendulum", "lstm", "apex", "league", "alphazero")}
+    return train_tiny(tmp_path_factory.mktemp("runs"),
+                      ("ppo", "pendulum", "lstm", "apex", "league", "alphazero"))
 
 
 def _observations(env_id, n=64, seed=0):
