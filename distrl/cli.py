@@ -7,13 +7,22 @@ share every name: ``--clip-param`` is ``PPOConfig.clip_param``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import sys
 from dataclasses import dataclass
-from typing import Annotated, Any, Union
+from typing import Annotated, Any
 
 import tyro
 
+import distrl
+from distrl.cli_help import (
+    env_mismatch,
+    main_help,
+    train_description,
+    train_help,
+    unknown_args_message,
+)
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import JSONObject, RunConfig
 from distrl.core.display import configs_json, headline
@@ -80,30 +89,47 @@ class Eval:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        _command_of(argv)
+    except KeyboardInterrupt:  # Ctrl-C outside a training loop, or a second one inside
+        print("\ndistrl: interrupted; stopped without saving anything more", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def _command_of(argv: list[str]) -> None:
     if argv[:1] == ["train"]:
         _train(argv[1:])
     elif argv[:1] == ["eval"]:
         _eval(argv[1:])
+    elif argv[:1] == ["export"]:
+        from distrl.export import main as export
+
+        export(argv[1:])
+    elif argv[:1] == ["--version"]:
+        print(f"distrl {distrl.__version__}")
+    elif argv[:1] in (["-h"], ["--help"]):
+        print(main_help(USAGE), end="")
     else:
-        sys.stderr.write(USAGE)
-        raise SystemExit(0 if argv[:1] in (["-h"], ["--help"]) else 2)
+        sys.stderr.write(main_help(USAGE))
+        raise SystemExit(2)
 
 
 def _train(args: list[str]) -> None:
     try:
         name, args = _pop_tuned(args)
         show_config, args = _pop_print_config(args)
-        first = args[0] if args else None  # the subcommand, whose defaults --tuned picks
-        resumed = _resumed(first, _flag(args, "--resume"))
-        subcommands = Union[tuple(  # noqa: UP007 (a Union built at run time)
-            Annotated[cmd, tyro.conf.subcommand(
-                n, default=resumed or _default(name, n, cmd, first) if n == first
-                else tyro.MISSING_NONPROP, description=ALGORITHMS[n].doc)]
-            for n, cmd in COMMANDS.items())]
-        cli = tyro.cli(subcommands, args=args, prog="distrl train",
-                       config=(tyro.conf.OmitSubcommandPrefixes,))
-        algo = next(n for n, cmd in COMMANDS.items() if isinstance(cli, cmd))
+        algo, args = _algorithm(args)
+        resumed = _resumed(algo, _flag(args, "--resume"))
+        # One command, not a union of subcommands: tyro's errors then name it.
+        cli, unknown = tyro.cli(COMMANDS[algo], args=args, prog=f"distrl train {algo}",
+                                description=train_description(algo),
+                                default=resumed or _default(name, algo),
+                                return_unknown_args=True)
+        if unknown:
+            _usage_error(unknown_args_message(algo, COMMANDS[algo], unknown))
         config, run = cli.config, cli.run
+        if (mismatch := env_mismatch(algo, run)) is not None:
+            raise ValueError(mismatch)
         if resumed is not None:  # the flags were parsed over the saved configs
             run = dataclasses.replace(run, resume_as_given=True)
         else:
@@ -171,11 +197,32 @@ def _resumed(algo: str | None, path: str | None) -> Any | None:
     return COMMANDS[algo](run=run, config=config)
 
 
-def _default(name: str | None, algo: str, cmd: type, chosen: str | None) -> Any:
-    if name is None or algo != chosen:
-        return tyro.MISSING_NONPROP
+def _algorithm(args: list[str]) -> tuple[str, list[str]]:
+    """The algorithm `distrl train` names first, and the flags after it."""
+    if not args or args[0] in ("-h", "--help"):
+        print(train_help(), end="", file=sys.stdout if args else sys.stderr)
+        raise SystemExit(0 if args else 2)
+    if args[0] not in COMMANDS:
+        close = difflib.get_close_matches(args[0], COMMANDS, n=1)
+        _usage_error(f"distrl: error: no algorithm {args[0]!r}"
+                     + (f" (did you mean {close[0]}?)" if close else "")
+                     + f"; `distrl train ALGO` takes one of {', '.join(COMMANDS)}.")
+    return args[0], args[1:]
+
+
+def _usage_error(message: str) -> None:
+    """A command line that cannot be parsed: exit status 2, as argparse and tyro."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _default(name: str | None, algo: str) -> Any:
+    """The flags' defaults: a tuned example's (--tuned NAME), else the configs'."""
+    if name is None:
+        return None
     t = tuned(name, algo)
-    return cmd(run=RunConfig(env=t.env, stop_return=t.stop_return), config=t.config)
+    return COMMANDS[algo](run=RunConfig(env=t.env, stop_return=t.stop_return),
+                          config=t.config)
 
 
 def _tuned_envs(name: str | None, algo: str, config: Any, args: list[str]) -> Any:
