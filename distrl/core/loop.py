@@ -5,7 +5,7 @@ between iterations) and the checkpoint's common components."""
 from __future__ import annotations
 
 import dataclasses
-import os
+import functools
 import signal
 import sys
 import threading
@@ -30,14 +30,10 @@ from distrl.core.evaluation import evaluation_metrics
 from distrl.core.learner import NonFiniteError
 from distrl.core.metrics import MetricsLogger
 from distrl.core.resume import resumed_configs
+from distrl.core.stopping import max_env_steps, refuse_finished, stop_reason
 from distrl.core.wandb_logger import check_wandb, open_wandb
 
 WINDOW = 100  # episodes in env/episode_return_mean
-
-
-MAX_ENV_STEPS_VAR = "DISTRL_MAX_ENV_STEPS"
-"""Environment variable that caps every run's max_env_steps: smoke-runs a user's
-training script (or the documented examples, in CI) with a tiny budget, unchanged."""
 
 
 @dataclasses.dataclass
@@ -116,6 +112,8 @@ def start_run(algo: str, config: Any, run: RunConfig,
                 f"resume it with `distrl train {ckpt.algo} --resume {run.resume}`."
             )
         config, run = resumed_configs(ckpt, config, run)
+        saved = Progress.from_json(ckpt.progress())
+        refuse_finished(run, saved, saved.iteration, _logdir(algo, run))
     check_env(run.env)
     check_wandb(run.wandb_project)
     torch.set_num_threads(run.num_torch_threads)
@@ -139,12 +137,6 @@ def _logdir(algo: str, run: RunConfig) -> Path:
     name = env_name(run.env).replace("/", "_").replace(":", "_")
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"{algo}_{name}_{stamp}"
-
-
-def max_env_steps(run: RunConfig) -> int:
-    """run.max_env_steps, capped by $DISTRL_MAX_ENV_STEPS when set."""
-    cap = os.environ.get(MAX_ENV_STEPS_VAR)
-    return min(run.max_env_steps, int(cap)) if cap else run.max_env_steps
 
 
 class Driven(Protocol):
@@ -284,27 +276,12 @@ def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
             if asked:
                 stopped_by = "callback"
                 break
-            if _reached(run, progress, metrics if evaluated else None):
-                stopped_by = "stop_return"
-                break
-            if (reason := should_stop(metrics)) is not None:
+            reason = stop_reason(run, progress, metrics if evaluated else None,
+                                 functools.partial(should_stop, metrics))
+            if reason is not None:
                 stopped_by = reason
                 break
-            if progress.env_steps >= max_env_steps(run):
-                break
-            if run.max_time_s is not None and progress.time_s >= run.max_time_s:
-                stopped_by = "max_time_s"
-                break
     return metrics, stopped_by
-
-
-def _reached(run: RunConfig, progress: Progress, evaluation: dict[str, Any] | None) -> bool:
-    """stop_return met by the training window, or (stop_on="eval") by this evaluation."""
-    if run.stop_return is None:
-        return False
-    if run.stop_on == "eval":
-        return evaluation is not None and evaluation["eval/episode_return_mean"] >= run.stop_return
-    return progress.return_mean() >= run.stop_return
 
 
 @contextmanager

@@ -47,9 +47,10 @@ def test_league_trains_snapshots_and_resumes_its_league(tmp_path):
     assert league["payoff"]["main_0"], "finished games must fill the payoff table"
     weights = ckpt.tensors("learner", "state.pt")["weights"]
     assert {p["id"] for p in snaps} <= set(weights)
-    # Resume (one more iteration: the loop always runs one): every player keeps its
-    # role, results and, when frozen, its weights.
-    again = train_league(SMALL, run(tmp_path, resume=str(tmp_path), max_env_steps=3_000))
+    # Resume for more steps: every player keeps its role, results and, when frozen, its
+    # weights.
+    again = train_league(SMALL, run(tmp_path, resume=str(tmp_path),
+                                    max_env_steps=first["env/steps_total"] + 1))
     ckpt2 = Checkpoint(again["checkpoint"])
     league2 = ckpt2.json("progress", "progress.json")["algo"]["league"]
     assert roles.items() <= {p["id"]: p["role"] for p in league2["players"]}.items()
@@ -306,7 +307,8 @@ def test_a_resumed_league_plays_by_the_resumed_rules_and_keeps_its_learners(tmp_
 
     train_league(SMALL, run(tmp_path, max_env_steps=600))
     changed = replace(SMALL, rules=LeagueRules(self_play_prob=0.5))
-    league_run = start_league(changed, run(tmp_path, resume=str(tmp_path)))
+    # More steps than the saved run's: a finished run is refused before anything starts.
+    league_run = start_league(changed, run(tmp_path, resume=str(tmp_path), max_env_steps=1_200))
     try:  # the saved snapshot settings stay; the given rule is the league's now
         assert league_run.league.rules == replace(SMALL.rules, self_play_prob=0.5)
         assert sorted(league_run.workers.trainers) == sorted(league_run.league.learners())
@@ -314,7 +316,7 @@ def test_a_resumed_league_plays_by_the_resumed_rules_and_keeps_its_learners(tmp_
         league_run.close()
     more = replace(SMALL, rules=replace(SMALL.rules, num_main_exploiters=2))
     with pytest.raises(ValueError, match="keeps its learners"):
-        start_league(more, run(tmp_path, resume=str(tmp_path)))
+        start_league(more, run(tmp_path, resume=str(tmp_path), max_env_steps=1_200))
 
 
 def test_league_win_rates_do_not_over_count_short_games(tmp_path):
