@@ -58,13 +58,13 @@ def test_on_iteration_gets_each_iterations_metrics_in_order(tmp_path):
     assert result["stopped_by"] == "max_env_steps"
 
 
-@pytest.mark.parametrize("train, config, env", [
-    (train_ppo, PPO, "CartPole-v1"),
-    (train_apex, APEX, "CartPole-v1"),
-    (train_league, LEAGUE, "pettingzoo:connect_four_v3"),
+@pytest.mark.parametrize("train, config, env, budget", [
+    (train_ppo, PPO, "CartPole-v1", 1_280),  # 20 iterations' env steps
+    (train_apex, APEX, "CartPole-v1", 2_000),
+    (train_league, LEAGUE, "pettingzoo:connect_four_v3", 2_560),
 ], ids=["ppo", "apex", "league"])
 def test_returning_true_stops_after_that_iteration_with_a_checkpoint(tmp_path, train, config,
-                                                                    env):
+                                                                    env, budget):
     if env.startswith("pettingzoo"):
         pytest.importorskip("pettingzoo")
     seen = []
@@ -73,7 +73,7 @@ def test_returning_true_stops_after_that_iteration_with_a_checkpoint(tmp_path, t
         seen.append(metrics["iteration"])
         return metrics["iteration"] == 2
 
-    result = train(config, run(tmp_path, env=env, max_env_steps=1_000_000),
+    result = train(config, run(tmp_path, env=env, max_env_steps=budget),
                    callbacks=Callbacks(on_iteration=stop_at_two))
     assert seen == [1, 2]
     assert result["iteration"] == 2 and result["stopped_by"] == "callback"
@@ -96,7 +96,7 @@ def test_a_callback_error_propagates_naming_it_after_saving_the_iteration(tmp_pa
             raise ValueError("my own bug")
 
     with pytest.raises(ValueError, match="my own bug") as caught:
-        train_ppo(PPO, run(tmp_path, max_env_steps=1_000_000),
+        train_ppo(PPO, run(tmp_path, max_env_steps=1_280),
                   callbacks=Callbacks(on_iteration=broken_hook))
     assert any("on_iteration callback" in n and "broken_hook" in n
                for n in caught.value.__notes__), caught.value.__notes__
@@ -116,7 +116,7 @@ def test_on_checkpoint_error_names_the_callback(tmp_path):
 def test_on_iteration_must_answer_a_bool_or_none(tmp_path):
     lines = []
     with pytest.raises(TypeError, match=r"returned 17: return True to stop the run"):
-        train_ppo(PPO, run(tmp_path, max_env_steps=1_000_000),
+        train_ppo(PPO, run(tmp_path, max_env_steps=1_280),
                   callbacks=Callbacks(on_iteration=lambda m: lines.append(m) or 17))
     assert len(lines) == 1
 
@@ -187,6 +187,7 @@ def test_wandb_is_imported_only_when_asked_for(tmp_path, monkeypatch):
     with pytest.raises(ImportError, match=r"needs the wandb package: pip install "
                                           r"'distrl\[wandb\]'"):
         train_ppo(PPO, run(tmp_path / "b", max_env_steps=64, wandb_project="x"))
+    assert not (tmp_path / "b").exists(), "said before the run started"
 
 
 
