@@ -75,8 +75,8 @@ def _init(wandb: Any, mode: str, kwargs: dict[str, Any]) -> Any:
         return wb
     if mode == "offline":
         why = "WANDB_MODE=offline" if os.environ.get("WANDB_MODE") else "no W&B API key"
-        _say(f"W&B logs offline ({why}) to {wb.settings.sync_dir}; `wandb login` then "
-             "`wandb sync DIR` uploads it")
+        _say(f"W&B logs offline ({why}) to {wb.settings.sync_dir}; `wandb sync` of that "
+             "directory uploads it (after `wandb login`)")
     return wb
 
 
