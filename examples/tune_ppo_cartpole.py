@@ -9,9 +9,7 @@ each); Tune sees every iteration's metrics and keeps the checkpoints distrl save
 from __future__ import annotations
 
 import argparse
-
-import ray
-from ray import tune
+import os
 
 from distrl.tune import trainable
 
@@ -21,6 +19,12 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=1)
     ap.add_argument("--max-env-steps", type=int, default=100_000)
     args = ap.parse_args()
+    # Token authentication, Ray's default for a new local cluster, set explicitly (before
+    # Ray is imported): Ray then starts without its notice about it.
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    import ray
+    from ray import tune
+
     ray.init()
     tuner = tune.Tuner(
         trainable("ppo"),

@@ -20,6 +20,7 @@ from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import RunConfig, from_json
 from distrl.core.envs import EnvSpec, is_atari, make_atari, make_vec_env, resolve_env
 from distrl.core.sampling import StepContext, env_action_fn, first_context
+from distrl.core.video import episode_video
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.builders import builder_for
 from distrl.models.config import ModelConfig
@@ -164,8 +165,7 @@ def _single_env(env: EnvSpec, env_config: dict[str, Any], render_mode: str) -> g
 
 def _record(env: gym.Env, video_dir: str, prefix: str) -> gym.Env:
     try:
-        return gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True,
-                                        name_prefix=prefix)
+        return episode_video(env, video_dir, prefix)
     except gym.error.DependencyNotInstalled as err:
         env.close()
         raise ValueError(f"recording videos needs moviepy: {VIDEO_EXTRA} ({err})") from None

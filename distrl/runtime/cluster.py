@@ -4,18 +4,22 @@ torch thread, peak_rss_mb().
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import resource
 import socket
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import ray
 import torch
 
 CONNECT_TIMEOUT_S = 5.0
+AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
 _started = False  # whether init_ray started (or joined) the Ray this process uses
 
 
@@ -41,8 +45,9 @@ def init_ray(address: str | None, cpus_needed: float = 0.0) -> float:
         print(f"distrl: joined the Ray cluster at {address}, namespace {namespace}", flush=True)
     else:  # "local": a cluster of our own even when another runs here (ray start, a notebook)
         cpus = max(os.cpu_count() or 1, math.ceil(cpus_needed))
-        ray.init(address="local", num_cpus=cpus, namespace=namespace,
-                 include_dashboard=False, log_to_driver=True)
+        with _quiet_token_notice():
+            ray.init(address="local", num_cpus=cpus, namespace=namespace,
+                     include_dashboard=False, log_to_driver=True)
     _started = True
     return time.perf_counter() - t0
 
@@ -55,6 +60,22 @@ def release_ray() -> None:
     if _started and ray.is_initialized():
         ray.shutdown()
     _started = False
+
+
+@contextmanager
+def _quiet_token_notice() -> Iterator[None]:
+    """Ray (2.5x) turns token authentication on for every new local cluster and warns
+    that it did, unless $RAY_AUTH_MODE is set. This cluster is the run's own and ends
+    with it: the protection stays, the notice (nothing to act on) is dropped."""
+    def notice(record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Token authentication is enabled")
+
+    logger = logging.getLogger(AUTH_LOGGER)
+    logger.addFilter(notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(notice)
 
 
 def check_resources(needed: dict[str, float], what: str,
