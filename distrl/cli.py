@@ -128,7 +128,8 @@ def _train(args: list[str]) -> None:
         if unknown:
             _usage_error(unknown_args_message(algo, COMMANDS[algo], unknown))
         config, run = cli.config, cli.run
-        if (mismatch := env_mismatch(algo, run)) is not None:
+        # A resumed run's env is its checkpoint's (a factory env is read only later).
+        if run.resume is None and (mismatch := env_mismatch(algo, run)) is not None:
             raise ValueError(mismatch)
         if resumed is not None:  # the flags were parsed over the saved configs
             run = dataclasses.replace(run, resume_as_given=True)
