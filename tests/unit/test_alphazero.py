@@ -327,7 +327,8 @@ def test_a_resumed_run_starts_from_the_saved_network_and_optimizer(tmp_path):
                                             logdir=str(tmp_path), progress=False))
     assert "learner/policy_loss" in out  # steps were taken: the weights left their init
     saved = Checkpoint(out["checkpoint"]).learner_state()["learner"]
-    start = start_run("alphazero", config, RunConfig(resume=out["checkpoint"], progress=False),
+    start = start_run("alphazero", config, RunConfig(resume=out["checkpoint"], max_env_steps=64,
+                                                     progress=False),
                       check_env=lambda env: None)
     resumed = AlphaZeroRun(start)
     try:
