@@ -15,6 +15,8 @@ _EXPORTS = {
     "AlphaZeroConfig": "distrl.alphazero.config",
     "train_alphazero": "distrl.alphazero.train",
     "ApexConfig": "distrl.apex.config",
+    "APPOConfig": "distrl.appo.config",
+    "train_appo": "distrl.appo.train",
     "Callbacks": "distrl.core.callbacks",
     "train_apex": "distrl.apex.train",
     "PPOConfig": "distrl.ppo.config",

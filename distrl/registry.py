@@ -15,6 +15,7 @@ from typing import Any
 
 from distrl.alphazero.config import AlphaZeroConfig
 from distrl.apex.config import ApexConfig
+from distrl.appo.config import APPOConfig
 from distrl.ddppo.config import DDPPOConfig
 from distrl.league.config import LeagueConfig
 from distrl.ppo.config import PPOConfig
@@ -39,6 +40,8 @@ class Algorithm:
 ALGORITHMS: dict[str, Algorithm] = {
     "ppo": Algorithm(PPOConfig, "distrl.ppo.train:train_ppo",
                      "PPO: env runners sample, one learner in the driver updates."),
+    "appo": Algorithm(APPOConfig, "distrl.appo.train:train_appo",
+                      "APPO: runners sample without waiting; V-trace corrects the lag."),
     "ddppo": Algorithm(DDPPOConfig, "distrl.ddppo.train:train_ddppo",
                        "DD-PPO: every worker samples and trains; gradients are all-reduced."),
     "apex": Algorithm(ApexConfig, "distrl.apex.train:train_apex",

@@ -76,6 +76,37 @@ class Rollout:
 
 
 @dataclass
+class Fragment:
+    """What an asynchronous learner (APPO) receives from an env runner: its steps as
+    sampled, time-major ``[T, N, ...]`` (layout of core/returns.py), for the learner to
+    correct with V-trace under its own, newer weights."""
+
+    obs: np.ndarray  # [T, N, *obs_shape] uint8 or float32
+    actions: np.ndarray  # [T, N] int64 or [T, N, A] float32 (unclipped)
+    logp: np.ndarray  # [T, N] log-prob under the sampling policy
+    dist_inputs: np.ndarray  # [T, N, D] the sampling policy's logits / (mean, log_std)
+    rewards: np.ndarray  # [T, N] float32 (scaled when rewards are normalized)
+    terminated: np.ndarray  # [T, N] bool
+    truncated: np.ndarray  # [T, N] bool
+    valid: np.ndarray  # [T, N] bool: False on reset steps
+    next_obs: np.ndarray  # [N, *obs_shape] the obs after the last step
+    episode_returns: np.ndarray  # [E] episodes that ended in this fragment
+    episode_lengths: np.ndarray  # [E]
+    weights_version: int  # the learner update whose weights acted
+    stats: dict[str, RunningStats] = field(default_factory=dict)  # filters' new samples
+
+    @property
+    def env_steps(self) -> int:
+        """Env steps taken, reset steps included."""
+        return int(self.rewards.size)
+
+    @property
+    def samples(self) -> int:
+        """Valid rows: what the learner trains on."""
+        return int(self.valid.sum())
+
+
+@dataclass
 class PPOBatch:
     """A train batch on the learner's device."""
 

@@ -16,7 +16,7 @@ from distrl.core.envs import EnvSpec
 from distrl.core.returns import gae
 from distrl.core.sampling import EnvLoop, Trajectory
 from distrl.core.sequences import to_sequences
-from distrl.core.types import Rollout
+from distrl.core.types import Fragment, Rollout
 from distrl.models.config import ModelConfig
 from distrl.models.filters import RunningStats, discounted_returns
 from distrl.models.recurrent import LSTMActor, actor_critic
@@ -64,18 +64,26 @@ class EnvRunner:
             self.model.load_state_dict({k: readonly_tensor(v) for k, v in weights.items()})
             self.version = version
 
-    def sample(self, steps_per_env: int, weights: Weights | None = None, version: int = -1,
-               stop_early: Callable[[int], bool] | None = None,
-               reward_std: float = 1.0) -> Rollout:
-        """Exactly ``steps_per_env x num_envs`` valid samples with GAE advantages (fewer
-        when ``stop_early`` preempts; see EnvLoop.collect). With reward scaling, rewards
-        are divided by ``reward_std`` (the driver's merged std of discounted returns)."""
+    def collect(self, steps_per_env: int, weights: Weights | None = None, version: int = -1,
+                stop_early: Callable[[int], bool] | None = None,
+                reward_std: float = 1.0) -> tuple[Trajectory, dict[str, RunningStats]]:
+        """The steps of one sample call as taken, and the filters' new statistics. With
+        reward scaling, rewards are divided by ``reward_std`` (the driver's merged std of
+        discounted returns)."""
         if weights is not None:
             self.set_weights(weights, version)
         traj = self.loop.collect(self.actor, steps_per_env, self.generator, stop_early)
         stats = self._statistics(traj)
         if self.returns is not None:
             traj.rewards = np.clip(traj.rewards / reward_std, -REWARD_CLIP, REWARD_CLIP)
+        return traj, stats
+
+    def sample(self, steps_per_env: int, weights: Weights | None = None, version: int = -1,
+               stop_early: Callable[[int], bool] | None = None,
+               reward_std: float = 1.0) -> Rollout:
+        """Exactly ``steps_per_env x num_envs`` valid samples with GAE advantages (fewer
+        when ``stop_early`` preempts; see EnvLoop.collect)."""
+        traj, stats = self.collect(steps_per_env, weights, version, stop_early, reward_std)
         next_obs = torch.from_numpy(traj.next_obs)
         with torch.inference_mode():
             last_values = (self.model(next_obs)[1] if self.max_seq_len is None
@@ -85,6 +93,19 @@ class EnvRunner:
             rollout = to_sequences(rollout, traj, self.max_seq_len)
         rollout.stats = stats
         return rollout
+
+    def fragment(self, steps_per_env: int, weights: Weights | None = None, version: int = -1,
+                 reward_std: float = 1.0) -> Fragment:
+        """The steps as taken, time-major, for a learner that corrects for its own newer
+        weights (APPO's V-trace) instead of trusting this runner's values."""
+        traj, stats = self.collect(steps_per_env, weights, version, reward_std=reward_std)
+        x = traj.extras
+        return Fragment(obs=traj.obs, actions=traj.actions, logp=x["logp"],
+                        dist_inputs=x["dist_inputs"], rewards=traj.rewards,
+                        terminated=traj.terminated, truncated=traj.truncated, valid=traj.valid,
+                        next_obs=traj.next_obs, episode_returns=traj.episode_returns,
+                        episode_lengths=traj.episode_lengths, weights_version=self.version,
+                        stats=stats)
 
     def _statistics(self, traj: Trajectory) -> dict[str, RunningStats]:
         """This fragment's raw observations and discounted returns (valid rows), for the

@@ -7,6 +7,7 @@ the runner group differs.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None, *,
         kl_coeff = start.algo_state().get("kl_coeff", config.kl_coeff)
         returns = stats_from_json(start.algo_state().get("returns"))  # reward scaling
         if start.ckpt is not None:
-            _restore(start, learner, generator, runners)
+            restore(start, learner, generator, runners)
     except BaseException:
         runners.close()
         raise
@@ -119,13 +120,20 @@ def _iteration(config: PPOConfig, learner: Learner, runners, p: Progress, kl_coe
     }, new_kl_coeff, returns
 
 
-def _make_runners(config: PPOConfig, run: RunConfig):
+def runner_kwargs(config: PPOConfig, run: RunConfig) -> Callable[[int, int], dict[str, Any]]:
+    """The EnvRunner of slot ``index``'s constructor arguments (a fresh seed per restart);
+    APPO's runners are PPO's."""
     def kwargs(index: int, restart: int) -> dict[str, Any]:
         return dict(env=run.env, num_envs=config.num_envs_per_env_runner, model=config.model,
                     gamma=config.gamma, lambda_=config.gae_lambda,
                     seed=seed_for(run.seed, index, restart), env_config=run.env_config,
                     normalize_rewards=config.normalize_rewards)
 
+    return kwargs
+
+
+def _make_runners(config: PPOConfig, run: RunConfig):
+    kwargs = runner_kwargs(config, run)
     if config.num_env_runners == 0:
         return LocalRunnerGroup(EnvRunner(**kwargs(0, 0))), 0.0
     from distrl.ppo.remote import RayRunnerGroup
@@ -137,7 +145,9 @@ def _make_runners(config: PPOConfig, run: RunConfig):
     return group, ray_start_s
 
 
-def _restore(start: Start, learner: Learner, generator: torch.Generator, runners) -> None:
+def restore(start: Start, learner: Learner, generator: torch.Generator, runners) -> None:
+    """The learner, its shuffling generator and the runners from the checkpoint (APPO's
+    too)."""
     ckpt = start.ckpt
     state = ckpt.learner_state()
     learner.set_state({"model": ckpt.policy_weights(),

@@ -1,0 +1,56 @@
+"""APPOConfig: asynchronous PPO's knobs (IMPALA's V-trace, Espeholt et al. 2018, arXiv
+1802.01561, under PPO's clipped surrogate, as RLlib's APPO). Env runners sample without
+waiting for the learner; the learner corrects each fragment's lag with V-trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+import tyro
+
+from distrl.core.config import check_positive
+from distrl.ppo.config import PPOConfig
+
+
+@dataclass(frozen=True)
+class APPOConfig(PPOConfig):
+    """APPO: PPO's knobs and runners; one learner consumes fragments as they arrive."""
+
+    lambda_: Annotated[float, tyro.conf.arg(aliases=("--lambda",))] = 1.0
+    """V-trace lambda (1: IMPALA's V-trace; lower cuts the traces like GAE's lambda)."""
+    use_kl_loss: bool = False
+    """Add an adaptive KL(sampling || new) penalty (RLlib's APPO default: off)."""
+    lr: float = 1e-3
+    """Adam learning rate (ignored when lr_schedule is set)."""
+    num_epochs: int = 2
+    """Passes over each train batch (IMPALA makes one; PPO's clip allows a few more)."""
+    minibatch_size: int = 256
+    """Samples per SGD step."""
+    train_batch_size: int = 1024
+    """Env samples per learner update: whole fragments, rollout_fragment_length x
+    max(num_env_runners, 1) x num_envs_per_env_runner (from any runners, as they come)."""
+    vtrace_clip_rho: float = 1.0
+    """V-trace's rho-bar: the importance weight's clip in the value targets."""
+    vtrace_clip_c: float = 1.0
+    """V-trace's c-bar: the trace-cutting weight's clip."""
+    vtrace_clip_pg_rho: float = 1.0
+    """The importance weight's clip in the policy-gradient advantage."""
+    broadcast_interval: int = 1
+    """Learner updates between weight broadcasts to the env runners."""
+    max_queued_fragments: int = 2
+    """Fragments waiting for the learner, per runner, beyond which runners wait: bounds
+    the policy lag when the learner is the slower side."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive(self, "vtrace_clip_rho", "vtrace_clip_c", "vtrace_clip_pg_rho",
+                       "broadcast_interval", "max_queued_fragments")
+        if self.model.use_lstm:
+            raise ValueError("APPO's learner takes feed-forward policies: for use_lstm, "
+                             "train with `distrl train ppo`.")
+        if self.normalize_rewards:
+            raise ValueError("APPO does not scale rewards (normalize_rewards): its runners "
+                             "sample with older statistics than the learner's. Use ppo, or "
+                             "scale rewards in an env wrapper.")

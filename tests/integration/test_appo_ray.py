@@ -1,0 +1,74 @@
+"""APPO's runners on Ray: requests stay in flight while the learner trains, a killed
+runner is replaced without losing a fragment the learner was given, and a Ray run
+resumes with the fragments it had not trained on."""
+
+import numpy as np
+
+from distrl.appo.config import APPOConfig
+from distrl.appo.remote import RaySampler
+from distrl.core.checkpoint import Checkpoint
+from distrl.core.config import RunConfig
+from distrl.core.sampling import seed_for
+from distrl.models.config import ModelConfig
+from distrl.ppo.env_runner import EnvRunner
+from tests.integration.conftest import kill
+
+
+def sampler(n=2, max_queued=2):
+    def kwargs(i, restart):
+        return dict(env="CartPole-v1", num_envs=2, model=ModelConfig(hiddens=(16,)),
+                    gamma=0.99, lambda_=1.0, seed=seed_for(0, i, restart))
+    return RaySampler(kwargs, n, 1, RunConfig(), steps_per_env=8, max_queued=max_queued)
+
+
+def weights():
+    local = EnvRunner("CartPole-v1", 1, ModelConfig(hiddens=(16,)), 0.99, 1.0, 0)
+    return {k: v.numpy().copy() for k, v in local.model.state_dict().items()}
+
+
+def test_requests_stay_in_flight_up_to_the_bound_and_carry_new_weights(ray_local):
+    s = sampler()
+    try:
+        s.publish(weights(), 0)
+        assert len(s.inflight) == 4  # 2 runners x max_queued 2, before anything is taken
+        assert {f.weights_version for f in s.take(4)} == {0}
+        s.publish(weights(), 3)
+        later = s.take(6)
+        assert later[-1].weights_version == 3  # the newest weights reached the runners
+        assert len(s.inflight) + len(s.ready) <= 4
+    finally:
+        s.close()
+
+
+def test_a_killed_runner_is_replaced_and_sampling_goes_on(ray_local):
+    s = sampler()
+    try:
+        s.publish(weights(), 0)
+        s.take(2)
+        kill(s.sup.actors[0])
+        frags = s.take(6)
+        assert len(frags) == 6 and all(f.samples >= 16 for f in frags)
+        assert s.sup.restarts == [1, 0]
+        assert s.metrics() == {"faults/restarts/env_runners": 1}
+    finally:
+        s.close()
+
+
+def test_a_ray_run_resumes_with_its_pending_fragments(ray_local, tmp_path, monkeypatch):
+    import distrl.appo.train as appo_train
+
+    cfg = APPOConfig(num_env_runners=2, num_envs_per_env_runner=2, train_batch_size=64,
+                     minibatch_size=32, model=ModelConfig(hiddens=(16,)))
+    first = appo_train.train_appo(cfg, RunConfig(max_env_steps=1000, logdir=str(tmp_path),
+                                                 progress=False))
+    pending = Checkpoint(first["checkpoint"]).trusted("appo", "pending.pkl")["fragments"]
+    assert len(pending) >= 1  # requests were in flight when the run stopped
+    trained = []
+    real = appo_train.train_batch
+    monkeypatch.setattr(appo_train, "train_batch",
+                        lambda model, frags, *a: trained.extend(frags) or real(model, frags, *a))
+    resumed = appo_train.train_appo(cfg, RunConfig(
+        resume=str(tmp_path), max_env_steps=first["env/steps_total"] + 1, progress=False))
+    assert resumed["iteration"] == first["iteration"] + 1
+    for kept, used in zip(pending, trained, strict=False):  # the saved ones first, in order
+        np.testing.assert_array_equal(used.obs, kept.obs)

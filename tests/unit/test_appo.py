@@ -1,0 +1,107 @@
+"""APPO's pieces: the learner's view of a lagging fragment, the in-process sampler that
+overlaps with learning, and a run that resumes with the fragments it had not trained on."""
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from distrl.appo.config import APPOConfig
+from distrl.appo.loss import learner_view, train_batch
+from distrl.appo.sampler import ThreadSampler
+from distrl.core.config import RunConfig
+from distrl.core.returns import gae
+from distrl.models.config import ModelConfig
+from distrl.models.recurrent import actor_critic
+from distrl.ppo.env_runner import EnvRunner
+
+
+def runner(seed=0, num_envs=3):
+    return EnvRunner("CartPole-v1", num_envs, ModelConfig(hiddens=(16,)), 0.99, 1.0, seed)
+
+
+def test_learner_view_rescores_the_fragment_with_the_learners_weights():
+    r = runner()
+    frag = r.fragment(20)
+    model = actor_critic(*r.spaces(), ModelConfig(hiddens=(16,)))
+    logp, values = learner_view(model, frag, torch.device("cpu"))
+    T, N = frag.rewards.shape
+    with torch.no_grad():
+        inputs, v = model(torch.as_tensor(frag.obs.reshape(T * N, -1)))
+        v_next = model(torch.as_tensor(frag.next_obs))[1]
+        want = model.dist.log_prob(inputs, torch.as_tensor(frag.actions.reshape(-1)))
+    np.testing.assert_allclose(logp, want.numpy().reshape(T, N), rtol=1e-5)
+    np.testing.assert_allclose(values, np.concatenate([v.numpy().reshape(T, N),
+                                                       v_next.numpy()[None]]), rtol=1e-5)
+
+
+def test_on_policy_batch_is_ppos_gae_batch_over_valid_rows():
+    """With the sampler's own weights, V-trace (lambda 1, ratio 1) gives GAE(1)'s targets
+    and advantages; reset rows never reach the batch."""
+    r = runner(seed=1)
+    frag = r.fragment(40)  # CartPole episodes end within 40 steps early on: reset rows
+    assert not frag.valid.all()
+    cfg = APPOConfig(num_env_runners=0, num_envs_per_env_runner=3, train_batch_size=120,
+                     minibatch_size=60, advantage_normalization="none")
+    _, rollout = train_batch(r.model, [frag], cfg, torch.device("cpu"))
+    _, values = learner_view(r.model, frag, torch.device("cpu"))
+    adv, targets = gae(frag.rewards, values, frag.terminated, frag.truncated, 0.99, 1.0)
+    np.testing.assert_allclose(rollout.advantages, adv[frag.valid], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(rollout.value_targets, targets[frag.valid], rtol=1e-4, atol=1e-4)
+    assert rollout.size == frag.samples == int(frag.valid.sum())
+    np.testing.assert_array_equal(rollout.obs, frag.obs[frag.valid])
+
+
+def test_thread_sampler_bounds_its_queue_and_loses_no_fragment_on_pause():
+    r = runner(seed=2, num_envs=2)
+    sampler = ThreadSampler(r, 8, max_queued=2)
+    weights = {k: v.numpy().copy() for k, v in r.model.state_dict().items()}
+    sampler.publish(weights, 0)
+    first = sampler.take(3)
+    assert [f.weights_version for f in first] == [0, 0, 0]
+    sampler.publish(weights, 5)
+    time.sleep(0.5)  # ample time to sample dozens of 8-step fragments
+    pending = sampler.pause()
+    assert len(pending) == 2  # max_queued waiting, no more
+    states = r.loop.get_state()  # paused: the runner is idle
+    sampler.resume(pending)
+    later = sampler.take(len(pending) + 2)
+    assert later[: len(pending)] == pending  # the kept fragments come first, in order
+    assert later[-1].weights_version == 5
+    sampler.close()
+    assert states is not None
+
+
+def test_a_runner_error_reaches_the_learner():
+    r = runner(seed=3)
+    sampler = ThreadSampler(r, 8, max_queued=1)
+    r.fragment = lambda *a, **k: (_ for _ in ()).throw(ValueError("env exploded"))
+    sampler.publish({}, 0)
+    with pytest.raises(ValueError, match="env exploded"):
+        sampler.take(1)
+    sampler.close()
+
+
+def test_resume_trains_first_on_the_fragments_saved_with_the_checkpoint(tmp_path,
+                                                                       monkeypatch):
+    import distrl.appo.train as appo_train
+    from distrl.core.checkpoint import Checkpoint
+
+    cfg = APPOConfig(num_env_runners=0, num_envs_per_env_runner=2, train_batch_size=64,
+                     minibatch_size=32, max_queued_fragments=2,
+                     model=ModelConfig(hiddens=(16,)))
+    first = appo_train.train_appo(cfg, RunConfig(env="CartPole-v1", max_env_steps=640,
+                                                 logdir=str(tmp_path), progress=False))
+    pending = Checkpoint(first["checkpoint"]).trusted("appo", "pending.pkl")["fragments"]
+    assert pending  # sampled ahead while the last update ran
+    trained = []
+    real = appo_train.train_batch
+    monkeypatch.setattr(appo_train, "train_batch",
+                        lambda model, frags, *a: trained.extend(frags) or real(model, frags, *a))
+    resumed = appo_train.train_appo(cfg, RunConfig(
+        resume=str(tmp_path), max_env_steps=first["env/steps_total"] + 1, progress=False))
+    assert resumed["iteration"] == first["iteration"] + 1
+    np.testing.assert_array_equal(trained[0].obs, pending[0].obs)
+    np.testing.assert_array_equal(trained[0].actions, pending[0].actions)
+    assert resumed["env/steps_total"] == first["env/steps_total"] + pending[0].env_steps
