@@ -7,12 +7,12 @@ the range of clean runs of the same length (seeds 0, 1 and 2).
 Kills start one period after the first iteration is logged (faults during start-up
 are not what this measures) and stop one period before the end, so that the last one
 is noticed (an actor is found dead at its next call). Targets are the actors distrl
-replaces: env runners, DD-PPO workers, Ape-X actors and replay shards, AlphaZero
+replaces: env runners (PPO's and APPO's), DD-PPO workers, Ape-X actors and replay shards, AlphaZero
 self-play workers, league match runners, learners, replay actors and the policy store.
 The league checkpoints every 5 iterations (clean runs too): a restarted learner resumes
 its optimizer from the last checkpoint.
 
-    python bench/chaos.py [--algos ppo ddppo apex league alphazero] [--seconds 90] [--period 20]
+    python bench/chaos.py [--algos ppo appo ddppo apex league alphazero] [--seconds 90] [--period 20]
 
 Prints one JSON line per run, then the summary: per algorithm kills, restarts, the
 chaos run's result and the clean runs' results.
@@ -36,6 +36,7 @@ TARGETS = ("EnvRunner", "DDPPOWorker", "_RemoteActor", "ReplayShard", "MatchRunn
 CARTPOLE = ["--tuned", "cartpole", "--stop-return", "None"]
 RUNS = {  # algorithm -> train flags (no early stop: every run lasts --seconds)
     "ppo": ["ppo", *CARTPOLE, "--num-env-runners", "2"],
+    "appo": ["appo", *CARTPOLE, "--num-env-runners", "2"],
     "ddppo": ["ddppo", *CARTPOLE],
     "apex": ["apex", *CARTPOLE, "--num-replay-buffer-shards", "2"],
     "league": ["league", "--tuned", "connect_four", "--stop-win-rate", "None",

@@ -206,3 +206,17 @@ class ShortWinLongDraw:
 def first_legal_move(obs, action_mask):
     """A bot for `--opponent tests.fakes:first_legal_move`."""
     return int(np.flatnonzero(action_mask)[0])
+
+
+def record_appo_batches(monkeypatch) -> list:
+    """The fragments train_appo's learner trains on, in order (train_batch wrapped)."""
+    import distrl.appo.train as appo_train
+
+    trained, real = [], appo_train.train_batch
+
+    def recording(model, fragments, *args):
+        trained.extend(fragments)
+        return real(model, fragments, *args)
+
+    monkeypatch.setattr(appo_train, "train_batch", recording)
+    return trained

@@ -14,29 +14,24 @@ import ray
 
 from distrl.core.config import RunConfig
 from distrl.core.types import Fragment
-from distrl.ppo.env_runner import EnvRunner, Weights
-from distrl.runtime.cluster import release_ray
-from distrl.runtime.supervisor import Fault, MakeKwargs, Supervisor, cause, last_line
+from distrl.ppo.env_runner import Weights
+from distrl.ppo.remote import RayRunnerGroup
+from distrl.runtime.supervisor import Fault, MakeKwargs, cause, last_line
 
 
-class RaySampler:
-    """N remote EnvRunners kept busy; fragments handed out in arrival order."""
+class RaySampler(RayRunnerGroup):
+    """PPO's runner group (N remote EnvRunners under one Supervisor) kept busy;
+    fragments handed out in arrival order."""
 
     def __init__(self, make_kwargs: MakeKwargs, num_runners: int, num_cpus: float,
                  run: RunConfig, steps_per_env: int, max_queued: int):
-        self.sup = Supervisor("env_runners", EnvRunner, make_kwargs, num_runners,
-                              max_restarts=run.max_restarts, call_timeout_s=run.actor_timeout_s,
-                              resources={"num_cpus": num_cpus},
-                              placement_strategy=run.placement_strategy)
+        super().__init__(make_kwargs, num_runners, num_cpus, run)
         self.steps_per_env, self.max_queued = steps_per_env, max_queued
         self.timeout_s = run.actor_timeout_s
         self.inflight: dict[ray.ObjectRef, tuple[int, float]] = {}  # ref: (slot, started)
         self.ready: deque[Fragment] = deque()
         self.weights: tuple[ray.ObjectRef, int] | None = None
         self.sent = [-1] * num_runners  # the weights version each runner was sent
-
-    def spaces(self):
-        return ray.get(self.sup.actors[0].spaces.remote())
 
     def publish(self, weights: Weights, version: int) -> None:
         self.weights = (ray.put(weights), version)
@@ -113,18 +108,3 @@ class RaySampler:
                 del self.inflight[ref]
         self.sup.replace(slot, fault)
         self.sent[slot] = -1
-
-    def metrics(self) -> dict[str, float]:
-        return self.sup.metrics()
-
-    def get_states(self) -> list:
-        return self.sup.wait_all("save its state",
-                                 {i: a.get_state.remote() for i, a in enumerate(self.sup.actors)})
-
-    def set_states(self, states: list) -> None:
-        pairs = enumerate(zip(self.sup.actors, states, strict=True))
-        self.sup.wait_all("load its state", {i: a.set_state.remote(s) for i, (a, s) in pairs})
-
-    def close(self) -> None:
-        self.sup.close()
-        release_ray()

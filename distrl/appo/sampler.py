@@ -10,14 +10,16 @@ import queue
 import threading
 
 from distrl.core.types import Fragment
-from distrl.ppo.env_runner import EnvRunner, Weights
+from distrl.ppo.env_runner import EnvRunner, LocalRunnerGroup, Weights
 
 
-class ThreadSampler:
-    """An EnvRunner sampling fragments continuously with the newest weights published."""
+class ThreadSampler(LocalRunnerGroup):
+    """PPO's in-process group (one EnvRunner) sampling fragments continuously, in a
+    thread, with the newest weights published."""
 
     def __init__(self, runner: EnvRunner, steps_per_env: int, max_queued: int):
-        self.runner, self.steps_per_env = runner, steps_per_env
+        super().__init__(runner)
+        self.steps_per_env = steps_per_env
         self.max_queued = max_queued
         self.ready: queue.Queue[Fragment] = queue.Queue()
         self._lock = threading.Lock()
@@ -25,9 +27,6 @@ class ThreadSampler:
         self._error: BaseException | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-
-    def spaces(self):
-        return self.runner.spaces()
 
     def publish(self, weights: Weights, version: int) -> None:
         """Act with these weights from the next fragment on; copied, since the learner
@@ -89,15 +88,6 @@ class ThreadSampler:
             err, self._error = self._error, None
             raise err
 
-    def metrics(self) -> dict[str, float]:
-        return {}
-
-    def get_states(self) -> list:
-        return [self.runner.get_state()]
-
-    def set_states(self, states: list) -> None:
-        self.runner.set_state(states[0])
-
     def close(self) -> None:
         self.pause()
-        self.runner.close()
+        super().close()

@@ -47,7 +47,7 @@ def train_appo(config: APPOConfig | None = None, run: RunConfig | None = None, *
     spaces = env_spaces(run.env, run.env_config) if config.num_env_runners else None
     sampler, ray_start_s = _make_sampler(config, run)
     try:
-        obs_space, act_space = spaces or sampler.spaces()
+        obs_space, act_space = spaces or sampler.runner.spaces()
         model = actor_critic(obs_space, act_space, config.model).to(device)
         learner = Learner(model, config.lr_at(0), config.grad_clip)
         generator = torch.Generator().manual_seed(run.seed)

@@ -11,6 +11,7 @@ from distrl.core.config import RunConfig
 from distrl.core.sampling import seed_for
 from distrl.models.config import ModelConfig
 from distrl.ppo.env_runner import EnvRunner
+from tests.fakes import record_appo_batches
 from tests.integration.conftest import kill
 
 
@@ -63,10 +64,7 @@ def test_a_ray_run_resumes_with_its_pending_fragments(ray_local, tmp_path, monke
                                                  progress=False))
     pending = Checkpoint(first["checkpoint"]).trusted("appo", "pending.pkl")["fragments"]
     assert len(pending) >= 1  # requests were in flight when the run stopped
-    trained = []
-    real = appo_train.train_batch
-    monkeypatch.setattr(appo_train, "train_batch",
-                        lambda model, frags, *a: trained.extend(frags) or real(model, frags, *a))
+    trained = record_appo_batches(monkeypatch)
     resumed = appo_train.train_appo(cfg, RunConfig(
         resume=str(tmp_path), max_env_steps=first["env/steps_total"] + 1, progress=False))
     assert resumed["iteration"] == first["iteration"] + 1

@@ -15,6 +15,7 @@ from distrl.core.returns import gae
 from distrl.models.config import ModelConfig
 from distrl.models.recurrent import actor_critic
 from distrl.ppo.env_runner import EnvRunner
+from tests.fakes import record_appo_batches
 
 
 def runner(seed=0, num_envs=3):
@@ -95,10 +96,7 @@ def test_resume_trains_first_on_the_fragments_saved_with_the_checkpoint(tmp_path
                                                  logdir=str(tmp_path), progress=False))
     pending = Checkpoint(first["checkpoint"]).trusted("appo", "pending.pkl")["fragments"]
     assert pending  # sampled ahead while the last update ran
-    trained = []
-    real = appo_train.train_batch
-    monkeypatch.setattr(appo_train, "train_batch",
-                        lambda model, frags, *a: trained.extend(frags) or real(model, frags, *a))
+    trained = record_appo_batches(monkeypatch)
     resumed = appo_train.train_appo(cfg, RunConfig(
         resume=str(tmp_path), max_env_steps=first["env/steps_total"] + 1, progress=False))
     assert resumed["iteration"] == first["iteration"] + 1
