@@ -12,7 +12,8 @@ self-play workers, league match runners, learners, replay actors and the policy 
 The league checkpoints every 5 iterations (clean runs too): a restarted learner resumes
 its optimizer from the last checkpoint.
 
-    python bench/chaos.py [--algos ppo appo ddppo apex league alphazero] [--seconds 90] [--period 20]
+    python bench/chaos.py [--algos ppo appo ddppo apex league alphazero] [--seconds 90]
+        [--period 20]
 
 Prints one JSON line per run, then the summary: per algorithm kills, restarts, the
 chaos run's result and the clean runs' results.

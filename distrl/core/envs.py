@@ -14,6 +14,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from distrl.core.envpool_vec import EnvPoolVector, is_envpool
+
 EnvSpec = str | Callable[..., gym.Env]
 """A registered gymnasium id ("CartPole-v1"); "module:EnvId" (gymnasium's convention: the
 module registers EnvId when imported) or "module:callable" (a factory or an Env class),
@@ -28,10 +30,10 @@ FRAME_STACK = 4
 def resolve_env(env: EnvSpec) -> str | Callable[..., gym.Env]:
     """A registered id or a callable; "module:name" imports the module first (on whichever
     process makes the env: the driver, or an actor on any Ray node); "ALE/..." registers
-    ale-py's Atari envs."""
+    ale-py's Atari envs; "envpool:..." stays as it is (core/envpool_vec.py)."""
     if is_atari(env):
         _register_atari()
-    if not isinstance(env, str) or ":" not in env:
+    if not isinstance(env, str) or ":" not in env or is_envpool(env):
         return env
     module_name, name = env.split(":", 1)
     try:
@@ -89,8 +91,8 @@ def clip_rewards_keep_score(env: gym.Env) -> gym.Env:
 def check_env_id(env: EnvSpec) -> None:
     """Raise ValueError for an unregistered id, suggesting the closest registered ids."""
     env = resolve_env(env)
-    if not isinstance(env, str) or env in gym.registry:
-        return
+    if not isinstance(env, str) or env in gym.registry or is_envpool(env):
+        return  # EnvPool's own task list is checked as the pool is made
     close = difflib.get_close_matches(env, list(gym.registry), n=3, cutoff=0.6)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     raise ValueError(
@@ -148,6 +150,8 @@ def _install_hint(env: EnvSpec) -> str:
 
 def _make_vec(env: EnvSpec, num_envs: int, kwargs: dict[str, Any],
               clip_rewards: bool) -> gym.vector.VectorEnv:
+    if is_envpool(env):
+        return EnvPoolVector(env, num_envs, clip_rewards, **kwargs)
     maker = resolve_env(env)
     if is_atari(env):
         vec = gym.vector.SyncVectorEnv([functools.partial(

@@ -1,0 +1,181 @@
+"""Sampling throughput on Pong (EnvPool), side by side in one run on this machine: what
+the simulator does alone, the ceiling for sampling (EnvPool stepping with the policy's
+batched forward in one tight loop: no Ray, no bookkeeping), distrl's sampler with no
+learning (in process, and 2 Ray env runners), and APPO, PPO and Ape-X end to end.
+
+    python bench/throughput.py [--seconds 60] [--envs 16]
+
+Frames are Atari frames (4 per env step: frame skip 4). Each system runs in a fresh
+subprocess for ``--seconds`` (after its start-up), one torch thread per process. The
+last line is JSON with every frames/s and the ratios ``sampler_to_ceiling`` (distrl's
+best sampler / the ceiling) and ``appo_to_ppo_frames`` (APPO / PPO end to end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+OUT = Path(__file__).parent / "out"
+ENV = "envpool:Pong-v5"
+FRAME_SKIP = 4
+SYSTEMS = ("envpool_random", "ceiling", "sampler", "sampler_ray2", "appo_ray2", "ppo_ray2",
+           "apex_ray2")
+
+
+def timed(step, seconds: float) -> float:
+    """Env steps per second of ``step()`` (returning steps) over ``seconds``."""
+    step()  # warm-up (allocations, first frames)
+    steps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        steps += step()
+    return steps / (time.perf_counter() - t0)
+
+
+def envpool_random(seconds: float, envs: int) -> float:
+    import envpool
+    import numpy as np
+
+    pool = envpool.make("Pong-v5", env_type="gymnasium", num_envs=envs, batch_size=envs,
+                        num_threads=2)
+    pool.reset()
+    rng = np.random.default_rng(0)
+    return timed(lambda: (pool.step(rng.integers(0, 6, envs)), envs)[1], seconds)
+
+
+def ceiling(seconds: float, envs: int) -> float:
+    """EnvPool (its threads as distrl's sampler makes it) and the tuned Atari network's
+    forward (1 torch thread), sampling actions, in one loop: what a sampler on these
+    cores cannot beat."""
+    import envpool
+    import torch
+
+    from distrl.models.recurrent import actor_critic
+    from distrl.tuned import tuned
+
+    pool = envpool.make("Pong-v5", env_type="gymnasium", num_envs=envs, batch_size=envs)
+    model = actor_critic(pool.observation_space, pool.action_space, tuned("atari").config.model)
+    obs, _ = pool.reset()
+    state = {"obs": obs}
+
+    def step() -> int:
+        with torch.inference_mode():
+            logits, _ = model(torch.from_numpy(state["obs"]))
+            actions = torch.distributions.Categorical(logits=logits).sample()
+        state["obs"] = pool.step(actions.numpy())[0]
+        return envs
+
+    return timed(step, seconds)
+
+
+def sampler(seconds: float, envs: int) -> float:
+    """distrl's EnvRunner (what PPO and APPO sample with), no learning."""
+    from distrl.ppo.env_runner import EnvRunner
+    from distrl.tuned import tuned
+
+    runner = EnvRunner(ENV, envs, tuned("atari").config.model, 0.99, 0.95, seed=0)
+    return timed(lambda: runner.fragment(32).env_steps, seconds)
+
+
+def sampler_ray2(seconds: float, envs: int) -> float:
+    """Two Ray env runners (envs/2 each) kept busy, no learning."""
+    from distrl.appo.remote import RaySampler
+    from distrl.core.config import RunConfig
+    from distrl.core.sampling import seed_for
+    from distrl.ppo.env_runner import EnvRunner
+    from distrl.runtime.cluster import init_ray
+    from distrl.tuned import tuned
+
+    init_ray(None, 2)
+    model = tuned("atari").config.model
+
+    def kwargs(i: int, restart: int) -> dict:
+        return dict(env=ENV, num_envs=envs // 2, model=model, gamma=0.99, lambda_=0.95,
+                    seed=seed_for(0, i, restart))
+
+    group = RaySampler(kwargs, 2, 1.0, RunConfig(), steps_per_env=32, max_queued=2)
+    local = EnvRunner(ENV, 1, model, 0.99, 0.95, seed=0)  # for a set of weights to act with
+    group.publish({k: v.numpy().copy() for k, v in local.model.state_dict().items()}, 0)
+    rate = timed(lambda: sum(f.env_steps for f in group.take(2)), seconds)
+    group.close()
+    return rate
+
+
+def end_to_end(algo: str, seconds: float, envs: int) -> float:
+    """Env steps/s of a whole run (learning included) with 2 Ray env runners."""
+    import dataclasses
+
+    from distrl import RunConfig
+    from distrl.registry import ALGORITHMS
+    from distrl.tuned import tuned
+
+    logdir = OUT / f"runs/throughput_{algo}"
+    shutil.rmtree(logdir, ignore_errors=True)
+    base = tuned("atari").config
+    config_cls = ALGORITHMS[algo].config
+    if algo == "apex":
+        config = config_cls(num_workers=2, num_envs_per_worker=envs // 2,
+                            model=dataclasses.replace(base.model, vf_share_layers=False))
+    else:
+        fields = {f.name for f in dataclasses.fields(config_cls)}
+        shared = {k: v for k, v in dataclasses.asdict(base).items()
+                  if k in fields and k != "model"}
+        config = config_cls(**{**shared, "model": base.model, "num_env_runners": 2,
+                               "num_envs_per_env_runner": envs // 2,
+                               "train_batch_size": 32 * envs})
+        if algo == "appo":  # IMPALA's single pass over each batch (RLlib's APPO default)
+            config = dataclasses.replace(config, num_epochs=1)
+    result = ALGORITHMS[algo].train()(config, RunConfig(
+        env=ENV, max_time_s=seconds, max_env_steps=10**9, logdir=str(logdir),
+        progress=False))
+    return result["env/steps_total"] / result["time/total_s"]
+
+
+def one(system: str, seconds: float, envs: int) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    runs = {"envpool_random": envpool_random, "ceiling": ceiling, "sampler": sampler,
+            "sampler_ray2": sampler_ray2}
+    if system in runs:
+        steps_per_s = runs[system](seconds, envs)
+    else:
+        steps_per_s = end_to_end(system.removesuffix("_ray2"), seconds, envs)
+    return {"system": system, "frames_per_s": FRAME_SKIP * steps_per_s}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--envs", type=int, default=16)
+    ap.add_argument("--systems", nargs="+", default=list(SYSTEMS))
+    ap.add_argument("--one", choices=SYSTEMS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(one(args.one, args.seconds, args.envs)))
+        return
+    rates = {}
+    for system in args.systems:
+        out = subprocess.run([sys.executable, __file__, "--one", system, "--seconds",
+                              str(args.seconds), "--envs", str(args.envs)],
+                             capture_output=True, text=True, check=True)
+        trial = json.loads(out.stdout.strip().splitlines()[-1])
+        print(json.dumps(trial), flush=True)
+        rates[f"{system}_frames_per_s"] = trial["frames_per_s"]
+    best = max(rates.get("sampler_frames_per_s", 0), rates.get("sampler_ray2_frames_per_s", 0))
+    summary = {**rates, "envs": args.envs, "seconds": args.seconds}
+    if "ceiling_frames_per_s" in rates:
+        summary["sampler_to_ceiling"] = best / rates["ceiling_frames_per_s"]
+    if {"appo_ray2_frames_per_s", "ppo_ray2_frames_per_s"} <= rates.keys():
+        summary["appo_to_ppo_frames"] = (rates["appo_ray2_frames_per_s"]
+                                         / rates["ppo_ray2_frames_per_s"])
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
