@@ -66,8 +66,9 @@ class ApexActor:
 
     def __init__(self, env: EnvSpec, num_envs: int, model: ModelConfig, dueling: bool,
                  epsilons: list[float], gamma: float, n_step: int, seed: int,
-                 worker_side_prioritization: bool, env_config: dict[str, Any] | None = None):
-        self.loop = EnvLoop(env, num_envs, seed, env_config)
+                 worker_side_prioritization: bool, env_config: dict[str, Any] | None = None,
+                 max_episode_steps: int | None = None):
+        self.loop = EnvLoop(env, num_envs, seed, env_config, max_episode_steps)
         obs_space, act_space = self.loop.spaces()
         self.qnet = QNetwork(obs_space, act_space, model, dueling).requires_grad_(False)
         self.policy = EpsilonGreedy(self.qnet, np.asarray(epsilons))

@@ -40,6 +40,9 @@ class RunConfig:
     or Env class), or (from Python) a factory returning an Env."""
     env_config: JSONObject = dataclasses.field(default_factory=dict)
     """Keyword arguments for gym.make or the factory, as a JSON object."""
+    max_episode_steps: int | None = None
+    """Truncate every episode (training and evaluation) after this many steps; for a
+    class or factory env, the only limit there is unless the env ends its episodes."""
     seed: int = 0
     """Seed of weights, envs and sampling; equal seeds give equal in-process runs."""
     stop_return: float | None = None
@@ -92,6 +95,8 @@ class RunConfig:
     """Print the final result as one JSON object on the last stdout line."""
     progress: bool = True
     """Show live progress on the terminal (only when stderr is a TTY)."""
+    debug: bool = False
+    """Show an error's full traceback instead of its one line (also: DISTRL_DEBUG=1)."""
     wandb_project: str | None = None
     """Also log the TensorBoard scalars and the configs to this Weights & Biases project
     (pip install 'distrl[wandb]'); offline under the logdir unless a W&B API key is
@@ -99,7 +104,7 @@ class RunConfig:
 
     PER_INVOCATION: ClassVar[tuple[str, ...]] = (
         "resume", "address", "placement_strategy", "device", "num_torch_threads",
-        "max_restarts", "actor_timeout_s", "resume_reset", "resume_as_given", "json",
+        "max_restarts", "actor_timeout_s", "resume_reset", "resume_as_given", "json", "debug",
         "progress", "wandb_project")
     """Fields a resumed run takes from the new invocation, never from its checkpoint."""
 
@@ -121,6 +126,9 @@ class RunConfig:
                 raise ValueError(f"`{name}` ({getattr(self, name)}) must be > 0.")
         if self.max_time_s is not None and self.max_time_s <= 0:
             raise ValueError(f"`max_time_s` ({self.max_time_s}) must be > 0 (or None: no limit).")
+        if self.max_episode_steps is not None and self.max_episode_steps <= 0:
+            raise ValueError(f"`max_episode_steps` ({self.max_episode_steps}) must be > 0 "
+                             "(or None: the env's own limit).")
         if self.checkpoint_every < 0:
             raise ValueError(f"`checkpoint_every` ({self.checkpoint_every}) must be >= 0.")
 

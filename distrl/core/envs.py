@@ -7,13 +7,16 @@ import contextlib
 import difflib
 import functools
 import importlib
+import inspect
 import socket
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from distrl.core.env_errors import EnvErrors
 from distrl.core.envpool_vec import EnvPoolVector, is_envpool
 
 EnvSpec = str | Callable[..., gym.Env]
@@ -104,21 +107,40 @@ def check_env_id(env: EnvSpec) -> None:
 @contextlib.contextmanager
 def env_config_checked(env: Any, env_config: dict[str, Any]) -> Iterator[None]:
     """Making ``env`` with ``env_config`` as its keyword arguments: a key it does not
-    take becomes one line naming the env and the key, not a TypeError from inside its
-    constructor (Python names the first such key only)."""
+    take becomes one line naming the env, the key and the keys it takes, not a TypeError
+    from inside its constructor (Python names the first such key only)."""
     try:
         yield
     except TypeError as err:
         keys = [k for k in env_config if f"keyword argument {k!r}" in str(err)]
         if not keys:
             raise
+        takes = accepted_keys(env)
+        takes = f"; it takes {', '.join(takes)}" if takes else ""
         raise ValueError(f"env {env_name(env)!r} does not take the env_config key "
-                         f"{keys[0]!r} (given: {sorted(env_config)}); remove it from "
-                         "--env-config or fix its name.") from None
+                         f"{keys[0]!r} (given: {sorted(env_config)}{takes}); remove it "
+                         "from --env-config or fix its name.") from None
+
+
+def accepted_keys(env: Any) -> list[str] | None:
+    """The keyword arguments ``env``'s constructor or factory names (a gymnasium id's
+    entry point), or None when they cannot be told (no signature, or ``**kwargs``)."""
+    try:
+        maker = resolve_env(env)
+        if isinstance(maker, str):
+            entry = gym.spec(maker).entry_point
+            maker = entry if callable(entry) else gym.envs.registration.load_env_creator(entry)
+        params = inspect.signature(maker).parameters.values()
+    except Exception:  # a game spec, a builtin: nothing to list
+        return None
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        return None
+    return sorted(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
 def make_vec_env(env: EnvSpec, num_envs: int, env_config: dict[str, Any] | None = None,
-                 clip_rewards: bool = True) -> gym.vector.VectorEnv:
+                 clip_rewards: bool = True, max_episode_steps: int | None = None
+                 ) -> gym.vector.VectorEnv:
     """A vector env with NEXT_STEP autoreset (gymnasium's default; see returns.py).
 
     Envs that register a native vector implementation (CartPole's is plain numpy over
@@ -126,12 +148,13 @@ def make_vec_env(env: EnvSpec, num_envs: int, env_config: dict[str, Any] | None 
     in-process (SyncVectorEnv): on small envs, subprocesses (AsyncVectorEnv) cost more in
     pickling and wake-ups than they save, and parallelism comes from env runners instead.
     "ALE/..." ids get make_atari's preprocessing (``clip_rewards`` for learning; off
-    for evaluation).
+    for evaluation). ``max_episode_steps``: every episode is truncated after that many
+    steps (gymnasium's TimeLimit). An error raised in the user's env is an EnvError.
     """
-    check_env_id(env)
     try:
-        with env_config_checked(env, env_config or {}):
-            vec = _make_vec(env, num_envs, env_config or {}, clip_rewards)
+        with EnvErrors(env_name(env)), env_config_checked(env, env_config or {}):
+            check_env_id(env)
+            vec = _make_vec(env, num_envs, env_config or {}, clip_rewards, max_episode_steps)
     except (gym.error.DependencyNotInstalled, ImportError) as err:
         raise ValueError(f"env {env_name(env)!r} needs a package that is not installed: "
                          f"{_install_hint(env)} ({err})") from None
@@ -148,21 +171,60 @@ def _install_hint(env: EnvSpec) -> str:
     return ATARI_EXTRA if is_atari(env) else "install the package it names"
 
 
-def _make_vec(env: EnvSpec, num_envs: int, kwargs: dict[str, Any],
-              clip_rewards: bool) -> gym.vector.VectorEnv:
+def _make_vec(env: EnvSpec, num_envs: int, kwargs: dict[str, Any], clip_rewards: bool,
+              max_episode_steps: int | None) -> gym.vector.VectorEnv:
     if is_envpool(env):
-        return EnvPoolVector(env, num_envs, clip_rewards, **kwargs)
+        return EnvPoolVector(env, num_envs, clip_rewards, max_episode_steps, **kwargs)
     maker = resolve_env(env)
-    if is_atari(env):
-        vec = gym.vector.SyncVectorEnv([functools.partial(
-            make_atari, env, clip_rewards=clip_rewards, **kwargs)] * num_envs)
-    elif isinstance(maker, str):
+    if isinstance(maker, str) and not is_atari(env):
         spec = gym.spec(maker)
         mode = "vector_entry_point" if spec.vector_entry_point is not None else "sync"
-        vec = gym.make_vec(maker, num_envs=num_envs, vectorization_mode=mode, **kwargs)
-    else:
-        vec = gym.vector.SyncVectorEnv([functools.partial(maker, **kwargs)] * num_envs)
-    return vec
+        if max_episode_steps is not None:  # gym.make's (and vector entry points') own
+            kwargs = {**kwargs, "max_episode_steps": max_episode_steps}
+        return gym.make_vec(maker, num_envs=num_envs, vectorization_mode=mode, **kwargs)
+    make = (functools.partial(make_atari, env, clip_rewards=clip_rewards, **kwargs)
+            if is_atari(env) else functools.partial(maker, **kwargs))
+    return gym.vector.SyncVectorEnv(
+        [functools.partial(time_limited, make, max_episode_steps)] * num_envs)
+
+
+def time_limited(make: Callable[[], gym.Env], max_episode_steps: int | None) -> gym.Env:
+    """``make()``, truncated after ``max_episode_steps`` steps when given (Atari's count
+    the agent's steps, after frame skipping)."""
+    env = make()
+    return env if max_episode_steps is None else gym.wrappers.TimeLimit(env, max_episode_steps)
+
+
+def warn_if_endless(env: EnvSpec, env_config: dict[str, Any],
+                    max_episode_steps: int | None) -> None:
+    """One line on stderr when nothing ends the env's episodes but the env itself: no
+    max_episode_steps given and none of its own (a gymnasium id's registration, or a
+    TimeLimit in what a factory returns). Evaluation waits for every episode to end."""
+    if (max_episode_steps is not None or is_atari(env) or is_envpool(env)
+            or "max_episode_steps" in env_config):
+        return
+    maker = resolve_env(env)
+    if isinstance(maker, str):
+        if gym.spec(maker).max_episode_steps is not None:
+            return
+    elif _has_time_limit(maker, env, env_config):
+        return
+    sys.stderr.write(f"distrl: warning: env {env_name(env)!r} has no step limit of its own: "
+                     "if its episodes may not end, pass --max-episode-steps N "
+                     "(RunConfig.max_episode_steps).\n")
+
+
+def _has_time_limit(maker: Callable[..., gym.Env], env: EnvSpec,
+                    env_config: dict[str, Any]) -> bool:
+    with EnvErrors(env_name(env)), env_config_checked(env, env_config):
+        made = maker(**env_config)
+    layer, limited = made, False
+    while layer is not None and not limited:
+        limited = (isinstance(layer, gym.wrappers.TimeLimit)
+                   or getattr(getattr(layer, "spec", None), "max_episode_steps", None))
+        layer = layer.env if isinstance(layer, gym.Wrapper) else None
+    made.close()
+    return limited
 
 
 def check_next_step_autoreset(vec: gym.vector.VectorEnv, env: EnvSpec) -> None:

@@ -18,7 +18,18 @@ import torch
 
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import RunConfig, from_json
-from distrl.core.envs import EnvSpec, is_atari, make_atari, make_vec_env, resolve_env
+from distrl.core.env_errors import EnvErrors
+from distrl.core.envs import (
+    EnvSpec,
+    env_name,
+    env_spaces,
+    is_atari,
+    make_atari,
+    make_vec_env,
+    resolve_env,
+    time_limited,
+    warn_if_endless,
+)
 from distrl.core.sampling import StepContext, env_action_fn, first_context
 from distrl.core.video import episode_video
 from distrl.models.actor_critic import ActorCritic
@@ -44,9 +55,10 @@ class Episodes:
 def run_episodes(checkpoint: str | Path, episodes: int = 10, seed: int = 0,
                  env: EnvSpec | None = None, env_config: dict[str, Any] | None = None,
                  explore: bool = False, video_dir: str | None = None,
-                 render: bool = False) -> Episodes:
+                 render: bool = False, max_episode_steps: int | None = None) -> Episodes:
     """evaluate() with lengths, MP4s of every episode in ``video_dir`` (gymnasium's
-    RecordVideo), or a window (``render``, render_mode="human")."""
+    RecordVideo), or a window (``render``, render_mode="human"). Episodes are truncated
+    after ``max_episode_steps`` (default: the run's)."""
     if episodes <= 0:
         raise ValueError(f"`episodes` ({episodes}) must be > 0.")
     ckpt = Checkpoint(checkpoint)
@@ -58,9 +70,32 @@ def run_episodes(checkpoint: str | Path, episodes: int = 10, seed: int = 0,
     saved = ckpt.run_config()
     env = saved_env(saved, env)
     env_config = saved.get("env_config", {}) if env_config is None else env_config
+    limit = saved.get("max_episode_steps") if max_episode_steps is None else max_episode_steps
+    check_spaces(ckpt, env, env_config)
+    warn_if_endless(env, env_config, limit)
     if video_dir is None and not render:
-        return play(model, env, env_config, episodes, seed, explore)
-    return _play_one_by_one(model, env, env_config, episodes, seed, explore, video_dir)
+        return play(model, env, env_config, episodes, seed, explore, limit)
+    return _play_one_by_one(model, env, env_config, episodes, seed, explore, video_dir, limit)
+
+
+def check_spaces(ckpt: Checkpoint, env: EnvSpec, env_config: dict[str, Any]) -> None:
+    """One line naming both sides when ``env``'s spaces are not those the run's policy was
+    trained on, rather than a shape error from inside the network."""
+    policy = ckpt.policy()
+    obs_space, act_space = env_spaces(env, env_config)
+    if _fits(policy.obs_space, obs_space) and _fits(policy.act_space, act_space):
+        return
+    raise ValueError(f"the run's policy was trained on observation space {policy.obs_space} "
+                     f"and action space {policy.act_space}; env {env_name(env)!r} has "
+                     f"observation space {obs_space} and action space {act_space}. Evaluate "
+                     "on an env with the run's spaces.")
+
+
+def _fits(trained: gym.Space, given: gym.Space) -> bool:
+    """A network made for ``trained`` takes ``given`` (a Box's bounds may differ)."""
+    if isinstance(trained, gym.spaces.Box) and isinstance(given, gym.spaces.Box):
+        return trained.shape == given.shape
+    return trained == given
 
 
 def saved_env(saved: dict[str, Any], env: Any | None) -> Any:
@@ -82,7 +117,7 @@ def evaluation_metrics(model: PolicyNet, run: RunConfig) -> dict[str, float]:
     evaluations at different iterations are comparable)."""
     t0 = time.perf_counter()
     eps = play(model, run.env, run.env_config, run.evaluation_duration, run.seed + 1_000_003,
-               run.evaluation_explore)
+               run.evaluation_explore, run.max_episode_steps)
     return {"eval/episode_return_mean": float(np.mean(eps.returns)),
             "eval/episode_len_mean": float(np.mean(eps.lengths)),
             "eval/episodes": len(eps.returns), "eval/time_s": time.perf_counter() - t0}
@@ -121,42 +156,50 @@ def rounds(episodes: int) -> list[int]:
 
 
 def play(model: PolicyNet, env: EnvSpec, env_config: dict[str, Any], episodes: int,
-         seed: int, explore: bool = False) -> Episodes:
+         seed: int, explore: bool = False, max_episode_steps: int | None = None) -> Episodes:
     """``episodes`` episodes in rounds (see rounds)."""
     out = Episodes()
     for n in rounds(episodes):
-        envs = make_vec_env(env, n, env_config, clip_rewards=False)  # the real score
+        envs = make_vec_env(env, n, env_config, clip_rewards=False,  # the real score
+                            max_episode_steps=max_episode_steps)
         try:
-            _play(model, envs, seed + len(out.returns), explore, out)
+            _play(model, envs, seed + len(out.returns), explore, out, EnvErrors(env_name(env)))
         finally:
             envs.close()
     return out
 
 
 def _play_one_by_one(model: PolicyNet, env: EnvSpec, env_config: dict[str, Any],
-                     episodes: int, seed: int, explore: bool, video_dir: str | None) -> Episodes:
+                     episodes: int, seed: int, explore: bool, video_dir: str | None,
+                     max_episode_steps: int | None) -> Episodes:
     render_mode = "rgb_array" if video_dir else "human"
     out = Episodes()
     for k in range(episodes):
-        single = _single_env(env, env_config, render_mode)
+        single = _single_env(env, env_config, render_mode, max_episode_steps)
         if video_dir:
             single = _record(single, video_dir, f"episode-{k}")
         envs = gym.vector.SyncVectorEnv([lambda single=single: single])
         try:
-            _play(model, envs, seed + k, explore, out)
+            _play(model, envs, seed + k, explore, out, EnvErrors(env_name(env)))
         finally:
             envs.close()
     return out
 
 
-def _single_env(env: EnvSpec, env_config: dict[str, Any], render_mode: str) -> gym.Env:
+def _single_env(env: EnvSpec, env_config: dict[str, Any], render_mode: str,
+                max_episode_steps: int | None) -> gym.Env:
     maker = resolve_env(env)
     try:
-        if is_atari(env):
-            return make_atari(env, clip_rewards=False, render_mode=render_mode, **env_config)
-        if isinstance(maker, str):
-            return gym.make(maker, render_mode=render_mode, **env_config)
-        return maker(render_mode=render_mode, **env_config)
+        with EnvErrors(env_name(env)):
+            if is_atari(env):
+                return time_limited(lambda: make_atari(
+                    env, clip_rewards=False, render_mode=render_mode, **env_config),
+                    max_episode_steps)
+            if isinstance(maker, str):
+                limit = {"max_episode_steps": max_episode_steps} if max_episode_steps else {}
+                return gym.make(maker, render_mode=render_mode, **{**env_config, **limit})
+            return time_limited(lambda: maker(render_mode=render_mode, **env_config),
+                                max_episode_steps)
     except TypeError as err:
         raise ValueError(f"cannot make the env with render_mode={render_mode!r} ({err}); "
                          "a factory must accept a render_mode keyword to be shown or "
@@ -187,12 +230,13 @@ def policy_actions(model: PolicyNet, obs: torch.Tensor, explore: bool,
 
 
 def _play(model: PolicyNet, envs: gym.vector.VectorEnv, seed: int, explore: bool,
-          out: Episodes) -> None:
+          out: Episodes, user_code: EnvErrors) -> None:
     n = envs.num_envs
     device = next(model.parameters()).device  # the learner's, during training
     to_env_action = env_action_fn(envs.single_action_space)
     generator = torch.Generator().manual_seed(seed)
-    obs, _ = envs.reset(seed=seed)
+    with user_code:
+        obs, _ = envs.reset(seed=seed)
     total, length = np.zeros(n), np.zeros(n, dtype=np.int64)
     running = np.ones(n, dtype=bool)
     # A recurrent policy's memory: each env plays one episode, so it never resets.
@@ -202,7 +246,9 @@ def _play(model: PolicyNet, envs: gym.vector.VectorEnv, seed: int, explore: bool
         while running.any():
             actions = policy_actions(model, torch.as_tensor(obs, device=device), explore,
                                      generator, memory, context)
-            obs, rewards, terminated, truncated, _ = envs.step(to_env_action(actions.numpy()))
+            with user_code:
+                obs, rewards, terminated, truncated, _ = envs.step(
+                    to_env_action(actions.numpy()))
             context = StepContext(np.zeros(n, bool), actions.numpy(),
                                   np.asarray(rewards, np.float32))
             total += np.where(running, rewards, 0.0)

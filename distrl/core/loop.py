@@ -25,7 +25,7 @@ from distrl.core.callbacks import Callbacks
 from distrl.core.checkpoint import Checkpoint, save_checkpoint, space_to_json
 from distrl.core.config import RunConfig, to_json
 from distrl.core.display import Budget, write_configs
-from distrl.core.envs import check_env_id, env_name
+from distrl.core.envs import check_env_id, env_name, warn_if_endless
 from distrl.core.evaluation import evaluation_metrics
 from distrl.core.learner import NonFiniteError
 from distrl.core.metrics import MetricsLogger
@@ -115,6 +115,11 @@ def start_run(algo: str, config: Any, run: RunConfig,
         saved = Progress.from_json(ckpt.progress())
         refuse_finished(run, saved, saved.iteration, _logdir(algo, run))
     check_env(run.env)
+    if check_env is check_env_id:  # a gymnasium env; games end by their own rules
+        warn_if_endless(run.env, run.env_config, run.max_episode_steps)
+    elif run.max_episode_steps is not None:
+        raise ValueError("`max_episode_steps` applies to gymnasium envs; a game's episodes "
+                         "end by its rules. Drop --max-episode-steps.")
     check_wandb(run.wandb_project)
     torch.set_num_threads(run.num_torch_threads)
     torch.manual_seed(run.seed)

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from distrl.core.checkpoint import games_in_progress, trusted_loads
+from distrl.core.env_errors import EnvErrors
 from distrl.core.envs import EnvSpec, env_name, make_vec_env
 
 
@@ -75,16 +76,19 @@ class EnvLoop:
     """One vector env, its current observations and running episode statistics."""
 
     def __init__(self, env: EnvSpec, num_envs: int, seed: int,
-                 env_config: dict[str, Any] | None = None):
+                 env_config: dict[str, Any] | None = None,
+                 max_episode_steps: int | None = None):
         self.env_name = env_name(env)
-        self.envs = make_vec_env(env, num_envs, env_config)
+        self.envs = make_vec_env(env, num_envs, env_config, max_episode_steps=max_episode_steps)
+        self.user_code = EnvErrors(self.env_name)  # the env's own errors name its code
         self.num_envs = num_envs
         self.to_env_action = env_action_fn(self.envs.single_action_space)
         # uint8 observations (images) stay uint8, 4x less memory and copying than float32
         # (the networks scale images themselves); everything else becomes float32.
         space = self.envs.single_observation_space
         self.obs_dtype = np.uint8 if getattr(space, "dtype", None) == np.uint8 else np.float32
-        self.obs, _ = self.envs.reset(seed=seed)
+        with self.user_code:
+            self.obs, _ = self.envs.reset(seed=seed)
         self.prev_done = np.zeros(num_envs, dtype=bool)  # next step of this env is a reset
         self.ep_return = np.zeros(num_envs, dtype=np.float64)
         self.ep_len = np.zeros(num_envs, dtype=np.int64)
@@ -141,8 +145,9 @@ class EnvLoop:
         obs = np.asarray(self.obs, dtype=self.obs_dtype)
         actions, extras = policy.act(torch.from_numpy(obs), generator, self.context)
         actions = actions.numpy()
-        self.obs, rewards, terminated, truncated, info = self.envs.step(
-            self.to_env_action(actions))
+        with self.user_code:
+            self.obs, rewards, terminated, truncated, info = self.envs.step(
+                self.to_env_action(actions))
         rewards = np.asarray(rewards, dtype=np.float32)
         self.ep_return += rewards * valid
         self.ep_len += valid

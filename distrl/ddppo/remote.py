@@ -69,11 +69,13 @@ class DDPPOWorker:
     """Samples with its own envs and trains its replica; all replicas stay identical."""
 
     def __init__(self, env, config: DDPPOConfig, seed: int, secret: bytes,
-                 env_config: dict[str, Any] | None = None):
+                 env_config: dict[str, Any] | None = None,
+                 max_episode_steps: int | None = None):
         self.cfg = config
         self.secret = secret
         self.runner = EnvRunner(env, config.num_envs_per_worker, config.model, config.gamma,
-                                config.gae_lambda, seed, env_config)
+                                config.gae_lambda, seed, env_config,
+                                max_episode_steps=max_episode_steps)
         self.device = torch.device("cuda" if config.num_gpus_per_worker > 0 else "cpu")
         model = actor_critic(*self.runner.spaces(), config.model).to(self.device)
         if self.device.type == "cpu":

@@ -33,8 +33,8 @@ class EnvRunner:
 
     def __init__(self, env: EnvSpec, num_envs: int, model: ModelConfig, gamma: float,
                  lambda_: float, seed: int, env_config: dict[str, Any] | None = None,
-                 normalize_rewards: bool = False):
-        self.loop = EnvLoop(env, num_envs, seed, env_config)
+                 normalize_rewards: bool = False, max_episode_steps: int | None = None):
+        self.loop = EnvLoop(env, num_envs, seed, env_config, max_episode_steps)
         self.gamma, self.lambda_ = gamma, lambda_
         self.model = actor_critic(*self.loop.spaces(), model)
         self.model.requires_grad_(False)

@@ -127,7 +127,8 @@ def runner_kwargs(config: PPOConfig, run: RunConfig) -> Callable[[int, int], dic
         return dict(env=run.env, num_envs=config.num_envs_per_env_runner, model=config.model,
                     gamma=config.gamma, lambda_=config.gae_lambda,
                     seed=seed_for(run.seed, index, restart), env_config=run.env_config,
-                    normalize_rewards=config.normalize_rewards)
+                    normalize_rewards=config.normalize_rewards,
+                    max_episode_steps=run.max_episode_steps)
 
     return kwargs
 
