@@ -26,6 +26,7 @@ from distrl.cli_help import (
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import JSONObject, RunConfig
 from distrl.core.display import configs_json, headline
+from distrl.core.env_errors import debug_wanted
 from distrl.core.metrics import strict_json
 from distrl.core.resume import resumed_configs, saved_configs
 from distrl.games.nash import MAX_STATES
@@ -70,6 +71,8 @@ class Eval:
     """Play on this env instead of the saved one (id, module:EnvId or module:callable)."""
     env_config: JSONObject | None = None
     """Keyword arguments for the env instead of the saved ones, as a JSON object."""
+    max_episode_steps: int | None = None
+    """Truncate every episode after this many steps (default: the run's max_episode_steps)."""
     json: bool = False
     """Print one JSON object with the per-episode returns and lengths."""
     policy: str | None = None
@@ -139,6 +142,8 @@ def _train(args: list[str]) -> None:
             return _print_config(algo, config, run)
         result = ALGORITHMS[algo].train()(config, run)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
+        if debug_wanted(args):
+            raise
         raise SystemExit(f"distrl: error: {err}") from None
     if cli.run.json:
         print(strict_json(result))
@@ -283,8 +288,10 @@ def _eval(args: list[str]) -> None:
                          "with legal-move masks); single-agent episodes start from --seed.")
     try:
         eps = run_episodes(cli.checkpoint, cli.episodes, cli.seed, cli.env, cli.env_config,
-                           cli.stochastic, cli.video, cli.render)
-    except (ValueError, FileNotFoundError) as err:
+                           cli.stochastic, cli.video, cli.render, cli.max_episode_steps)
+    except (ValueError, FileNotFoundError, RuntimeError) as err:
+        if debug_wanted():
+            raise
         raise SystemExit(f"distrl: error: {err}") from None
     mean = sum(eps.returns) / len(eps.returns)
     if cli.json:

@@ -92,6 +92,7 @@ class EnvErrors:
         return False
 
 
-def debug_wanted() -> bool:
-    """``DISTRL_DEBUG`` is set (and not 0): show full tracebacks."""
-    return os.environ.get(DEBUG_VAR, "") not in ("", "0")
+def debug_wanted(args: list[str] | tuple[str, ...] = ()) -> bool:
+    """``--debug`` among the command's flags, or ``DISTRL_DEBUG`` set (and not 0): show
+    full tracebacks."""
+    return "--debug" in args or os.environ.get(DEBUG_VAR, "") not in ("", "0")

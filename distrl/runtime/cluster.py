@@ -18,6 +18,8 @@ from typing import Any
 import ray
 import torch
 
+from distrl.core.env_errors import EnvError
+
 CONNECT_TIMEOUT_S = 5.0
 AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
 _started = False  # whether init_ray started (or joined) the Ray this process uses
@@ -118,9 +120,15 @@ def actor_class(cls: type, torch_threads: int = 1) -> type:
     class Actor(cls):
         def __init__(self, *args: Any, **kwargs: Any):
             torch.set_num_threads(torch_threads)
-            super().__init__(*args, **kwargs)
+            self.env_error: EnvError | None = None
+            try:
+                super().__init__(*args, **kwargs)
+            except EnvError as err:  # the user's env: ready() raises it as a call's error,
+                self.env_error = err  # not as a dead actor (Ray logs its whole traceback)
 
         def ready(self) -> bool:
+            if self.env_error is not None:
+                raise self.env_error
             return True
 
         def peak_rss_mb(self) -> float:

@@ -19,6 +19,7 @@ from typing import Any
 
 import ray
 
+from distrl.core.env_errors import EnvError
 from distrl.runtime.cluster import actor_class
 from distrl.runtime.placement import Placement
 
@@ -35,6 +36,8 @@ class Fault:
     # The actor is alive, but an actor it called died (a replay, the policy store): a
     # caller that can replace that one retries this actor instead of replacing it.
     peer: bool = False
+    # The actor's constructor raised (Ray reports it as a death): no resource problem.
+    in_constructor: bool = False
 
 
 class Restarts:
@@ -123,7 +126,7 @@ class Supervisor:
         results, faults = self.settle(futures, timeout_s, raise_own=False, fail_fast=True)
         if faults:
             i, fault = min(faults.items())
-            detail = f"\n\n{fault.detail}" if fault.detail else (
+            detail = f"\n\n{fault.detail}" if fault.detail else "" if fault.in_constructor else (
                 f" Each asks for {self.resources}; the cluster has "
                 f"{ray.cluster_resources()}. Lower the count or the per-actor resources.")
             raise RuntimeError(f"{self.name} {i} failed to {what}: {fault.reason}{detail}")
@@ -134,7 +137,8 @@ class Supervisor:
                ) -> tuple[dict[int, Any], dict[int, Fault]]:
         """Results, and a Fault for each actor that died, hung past the timeout, or
         reported a group failure. An actor's own error is raised at once (raise_own)
-        or reported as a Fault; fail_fast returns at the first Fault."""
+        or reported as a Fault, a user env's (EnvError) always at once; fail_fast
+        returns at the first Fault."""
         timeout_s = self.call_timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
         slot = {f: i for i, f in futures.items()}
@@ -151,7 +155,12 @@ class Supervisor:
                 results[i] = ray.get(done[0])
             except Exception as err:
                 own = cause(err)
-                if died(err):
+                if isinstance(own, EnvError):  # the user's env: a new actor would fail again
+                    raise own from err  # its cause holds the env's traceback (--debug)
+                if (raised := constructor_error(err)) is not None:
+                    faults[i] = Fault(f"its constructor raised {raised}", True,
+                                      in_constructor=True)
+                elif died(err):
                     faults[i] = Fault(f"died: {last_line(err)}", True)
                 elif died(own):
                     faults[i] = Fault(f"lost an actor it called: {last_line(own)}", True,
@@ -207,6 +216,14 @@ def died(err: Any) -> bool:
     instance of both) is not: that actor is alive, one it called died."""
     return (isinstance(err, ray.exceptions.RayActorError)
             and not isinstance(err, ray.exceptions.RayTaskError))
+
+
+def constructor_error(err: Any) -> str | None:
+    """The last line ("module.Type: message") of what a dead actor's constructor
+    raised, or None when it died otherwise; Ray keeps only the text."""
+    if died(err) and getattr(err, "actor_init_failed", False):
+        return last_line(err)
+    return None
 
 
 def cause(err: Any) -> Any:

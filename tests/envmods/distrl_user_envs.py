@@ -1,6 +1,7 @@
 """A user's own env module, as a user would have it: on PYTHONPATH, not installed.
 
 Importing it registers "Countdown-v0"; `countdown` is the same env as a factory.
+`Endless` never ends its episodes; `Broken` raises where it is told to.
 """
 
 import gymnasium as gym
@@ -36,6 +37,43 @@ class Countdown(gym.Env):
 
 def countdown(length: int = 5, render_mode: str | None = None) -> gym.Env:
     return Countdown(length, render_mode)
+
+
+class Endless(Countdown):
+    """Never ends an episode by itself: only a step limit does."""
+
+    def step(self, action):
+        self.t += 1
+        return np.ones(1, np.float32), 1.0, False, False, {}
+
+
+def endless(render_mode: str | None = None) -> gym.Env:
+    return Endless(render_mode=render_mode)
+
+
+class Broken(Countdown):
+    """A user's bug: a ZeroDivisionError in `fail_in` ("init", "reset" or "step", after
+    `after` steps), raised on the line marked BUG below."""
+
+    def __init__(self, fail_in: str = "step", after: int = 2, length: int = 5,
+                 render_mode: str | None = None):
+        super().__init__(length, render_mode)
+        self.fail_in, self.after = fail_in, after
+        if fail_in == "init":
+            self.divide()
+
+    def reset(self, *, seed=None, options=None):
+        if self.fail_in == "reset":
+            self.divide()
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        if self.fail_in == "step" and self.t >= self.after:
+            self.divide()
+        return super().step(action)
+
+    def divide(self):
+        return self.length / 0  # BUG
 
 
 gym.register("Countdown-v0", entry_point=Countdown)

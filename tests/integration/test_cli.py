@@ -35,7 +35,8 @@ def test_train_json_then_eval(tmp_path):
     bad = distrl("eval", result["checkpoint"], "--env-config", '{"foo": 1}')
     assert bad.returncode != 0 and bad.stderr.strip().splitlines() == [
         "distrl: error: env 'CartPole-v1' does not take the env_config key 'foo' (given: "
-        "['foo']); remove it from --env-config or fix its name."]
+        "['foo']; it takes render_mode, sutton_barto_reward); remove it from --env-config or "
+        "fix its name."]
 
 
 def test_bad_input_exits_with_a_message():

@@ -103,3 +103,59 @@ def test_a_ray_node_that_cannot_import_the_env_module_is_named(ray_local, tmp_pa
                                            r"module 'distrl_user_envs' on .*PYTHONPATH"):
         train_ppo(cfg, RunConfig(env="distrl_user_envs:Countdown-v0", max_env_steps=64,
                                  logdir=str(tmp_path), progress=False))
+
+
+BUG_LINE = next(i for i, line in enumerate(
+    (Path(ENVMODS) / "distrl_user_envs.py").read_text().splitlines(), 1) if line.endswith("# BUG"))
+BUG_AT = f"{ENVMODS}/distrl_user_envs.py:{BUG_LINE} (in divide)"
+
+
+def test_an_env_that_fails_on_a_ray_runner_is_its_one_line_not_a_resource_problem():
+    # reset() fails while the runner starts: Ray reports a dead actor, not the env's error.
+    out = distrl("train", "ppo", "--env", "distrl_user_envs:Broken", "--env-config",
+                 '{"fail_in": "reset"}', "--max-episode-steps", "10", "--num-env-runners",
+                 "1", "--num-envs-per-env-runner", "2", *SMALL, "--max-env-steps", "64")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        "distrl: error: env 'distrl_user_envs:Broken' raised ZeroDivisionError: division by "
+        f"zero at {BUG_AT}; --debug or DISTRL_DEBUG=1 shows the traceback")
+    assert "Lower the count" not in out.stderr and "creation task" not in out.stderr
+
+
+def test_an_env_that_fails_in_a_ray_runners_step_keeps_its_traceback(ray_local, tmp_path,
+                                                                       monkeypatch):
+    import traceback
+
+    from ray import cloudpickle
+
+    from distrl.core.env_errors import EnvError
+
+    monkeypatch.syspath_prepend(ENVMODS)
+    import distrl_user_envs  # the cluster cannot import it: the class travels by value
+
+    cloudpickle.register_pickle_by_value(distrl_user_envs)
+    cfg = PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=1, num_env_runners=1,
+                    num_envs_per_env_runner=2)
+    try:
+        with pytest.raises(EnvError) as raised:
+            train_ppo(cfg, RunConfig(env=distrl_user_envs.Broken, max_episode_steps=10,
+                                     max_env_steps=64, logdir=str(tmp_path), progress=False))
+    finally:
+        cloudpickle.unregister_pickle_by_value(distrl_user_envs)
+    assert str(raised.value).startswith("env 'distrl_user_envs:Broken' raised "
+                                        f"ZeroDivisionError: division by zero at {BUG_AT}; ")
+    # What --debug prints: the runner's traceback down to the user's line.
+    text = "".join(traceback.format_exception(raised.value))
+    assert f'distrl_user_envs.py", line {BUG_LINE}, in divide' in text
+
+
+def test_a_class_env_with_max_episode_steps_ends_its_episodes_in_training_and_eval(tmp_path):
+    result = last_json(distrl(
+        "train", "ppo", "--env", "distrl_user_envs:Endless", "--max-episode-steps", "6",
+        "--num-env-runners", "0", "--num-envs-per-env-runner", "4", *SMALL,
+        "--max-env-steps", "64", "--logdir", str(tmp_path), "--json"))
+    assert result["env/episode_len_mean"] == 6.0
+    assert last_json(distrl("eval", str(tmp_path), "--episodes", "2", "--json")
+                     )["lengths"] == [6, 6]
+    assert last_json(distrl("eval", str(tmp_path), "--episodes", "2", "--max-episode-steps",
+                            "3", "--json"))["lengths"] == [3, 3]
