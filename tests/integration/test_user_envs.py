@@ -17,7 +17,9 @@ SMALL = ["--train-batch-size", "64", "--minibatch-size", "32", "--num-epochs", "
 
 
 def distrl(*args, pythonpath=ENVMODS):
-    env = {**os.environ, "PYTHONPATH": pythonpath}
+    # The caller's own PYTHONPATH stays after the env modules (a scratch copy of distrl).
+    path = os.pathsep.join(filter(None, [pythonpath, os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
     return subprocess.run([sys.executable, "-m", "distrl", *args], capture_output=True,
                           text=True, timeout=300, env=env, cwd="/")
 
