@@ -255,7 +255,8 @@ def _eval_league(cli: Eval) -> None:
     from distrl.games.scoring import evaluate_league
 
     ignored = [flag for flag, given in (("--video", cli.video), ("--render", cli.render),
-                                        ("--env", cli.env), ("--env-config", cli.env_config))
+                                        ("--env", cli.env), ("--env-config", cli.env_config),
+                                        ("--max-episode-steps", cli.max_episode_steps))
                if given]
     if ignored:
         raise SystemExit(f"distrl: error: {', '.join(ignored)} apply to single-agent runs; a "
