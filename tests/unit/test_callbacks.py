@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import struct
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -135,8 +136,23 @@ def no_wandb_account(tmp_path, monkeypatch):
 
 
 def wandb_records(run_dir: Path) -> list:
-    """The records of W&B's offline run file: a LevelDB-style log (32 KiB blocks of
-    chunks with a 7-byte header) of protobuf Records after a 7-byte ':W&B' header."""
+    """The records of W&B's offline run file, once its service has written the run's end:
+    finish() can return before the service process has flushed the file's tail."""
+    import wandb
+
+    wandb.teardown()  # stops this process's W&B service, which flushes what it holds
+    deadline = time.monotonic() + 60
+    while True:
+        records = read_run(run_dir)
+        if any(r.WhichOneof("record_type") == "exit" for r in records):
+            return records
+        assert time.monotonic() < deadline, "W&B never wrote the run's exit record"
+        time.sleep(0.5)
+
+
+def read_run(run_dir: Path) -> list:
+    """The records of a W&B run file: a LevelDB-style log (32 KiB blocks of chunks with a
+    7-byte header) of protobuf Records after a 7-byte ':W&B' header."""
     from wandb.proto import wandb_internal_pb2 as pb
 
     (path,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
