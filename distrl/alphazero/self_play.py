@@ -1,5 +1,5 @@
 """The self-play role of AlphaZero: games whose every move a PUCT search chooses
-(alphazero.search), played by a SelfPlayer with its own network; the same object in the
+(games.search), played by a SelfPlayer with its own network; the same object in the
 driver (LocalSelfPlayers) and in a Ray actor (alphazero.remote). The twin of
 ppo/env_runner.py: it produces the data, the driver's learner consumes it."""
 
@@ -11,32 +11,9 @@ import numpy as np
 import torch
 
 from distrl.alphazero.config import AlphaZeroConfig
-from distrl.alphazero.search import Node, add_noise, expand_roots, search
-from distrl.games.games import import_extra, make_multiagent_env, policy_obs_space
+from distrl.games.games import make_multiagent_env, policy_obs_space
+from distrl.games.search import Node, add_noise, expand_roots, search, search_game
 from distrl.models.recurrent import actor_critic
-
-
-def search_game(env: Any) -> Any:
-    """The OpenSpiel game the env's positions are searched in; a ValueError unless it is
-    a two-player zero-sum game of perfect information without chance."""
-    pyspiel = import_extra("pyspiel", "open_spiel")
-    if not hasattr(env, "openspiel_state"):
-        raise ValueError(f"AlphaZero searches OpenSpiel states; {type(env).__name__} has none: "
-                         "use --env openspiel:<game> or a PettingZoo game with an OpenSpiel "
-                         "twin (pettingzoo:connect_four_v3).")
-    env.reset(seed=0)
-    game = env.openspiel_state().get_game()
-    kind = game.get_type()
-    ok = (game.num_players() == 2 and kind.chance_mode == pyspiel.GameType.ChanceMode.DETERMINISTIC
-          and kind.information == pyspiel.GameType.Information.PERFECT_INFORMATION
-          and kind.utility in (pyspiel.GameType.Utility.ZERO_SUM,
-                               pyspiel.GameType.Utility.CONSTANT_SUM))
-    if not ok:
-        raise ValueError(f"AlphaZero searches two-player zero-sum games of perfect information "
-                         f"without chance; {kind.short_name!r} is not one (for poker and other "
-                         "hidden-information games train a league with a magnet).")
-    return game
-
 
 PROBE_MOVES = 1_000
 """Moves of random games that check_turn_visible plays (about 0.1 s for connect four)."""

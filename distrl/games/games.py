@@ -39,6 +39,7 @@ import gymnasium as gym
 import numpy as np
 
 from distrl.core.envs import env_config_checked
+from distrl.games.twins import TWIN_OBSERVATIONS
 
 GAMES_EXTRA = "pip install 'distrl[games]'"
 PETTINGZOO_FAMILIES = ("classic", "butterfly", "sisl", "mpe", "atari")
@@ -48,23 +49,6 @@ rules and moves: the same first player and action numbers up to a symmetry of th
 (tic-tac-toe's squares are column-major in PettingZoo, row-major in OpenSpiel: a
 transpose, under which every line stays a line). tests/unit/test_policies.py plays
 random games in both and compares masks and outcomes."""
-
-
-def _connect_four_observations(states: list[Any]) -> np.ndarray:
-    """PettingZoo's connect-four observations of the players to move: [row, column,
-    plane], the top row first, plane 0 the mover's pieces and plane 1 the opponent's
-    (OpenSpiel's tensor is [plane, row, column] with planes player 0, player 1, empty
-    and the bottom row first). One array conversion for the whole batch."""
-    planes = np.array([s.observation_tensor(0) for s in states], np.int8).reshape(-1, 3, 6, 7)
-    me = np.array([s.current_player() for s in states])
-    rows = np.arange(len(states))
-    return np.stack([planes[rows, me], planes[rows, 1 - me]], axis=-1)[:, ::-1].copy()
-
-
-TWIN_OBSERVATIONS: dict[str, Callable[[list[Any]], np.ndarray]] = {
-    "connect_four": _connect_four_observations}
-"""OpenSpiel twin -> the PettingZoo observations of its states' players to move, for
-search over twin states with a network trained on the PettingZoo game."""
 
 
 def split_obs(obs: Any) -> tuple[np.ndarray, np.ndarray | None]:

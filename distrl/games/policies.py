@@ -1,7 +1,8 @@
 """What plays a seat in a league game: the ActingPolicy protocol, LocalPolicy (a module
 with its own weights), and players that are not league policies: the uniformly random
 player, hand-written bots (``module:callable``) and OpenSpiel's MCTS
-(``mcts:<simulations>``), as ``distrl eval --opponent`` names them.
+(``mcts:<simulations>``), as ``distrl eval --opponent`` names them (games.opponents
+parses the specs; games.players builds saved runs and searching networks).
 
 A bot (``bot = True``) picks legal moves itself: MatchLoop calls ``act(obs, mask, envs)``
 with the seats' observations, masks and envs, and it answers with logits that allow only
@@ -10,7 +11,6 @@ its choice, so it plays through the same sampling as every policy.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,11 +20,13 @@ import numpy as np
 import torch
 
 from distrl.games.games import import_extra
-
-MCTS_PREFIX = "mcts:"
-
-RANDOM = "random"
-"""Policy id of the built-in uniformly random player (over legal actions)."""
+from distrl.games.opponents import (
+    MCTS_PREFIX,
+    RANDOM,
+    TRAINING_FORMS,
+    load_callable,
+    parse_opponent,
+)
 
 
 class ActingPolicy(Protocol):
@@ -166,34 +168,23 @@ def outside_players(n: int | None, bots: tuple[str, ...], env: Any, seed: int
 
 
 def check_opponent(spec: str) -> str:
-    """``spec`` if it names a player from outside a run (random, mcts:<simulations> or
-    an importable module:callable), else a one-line ValueError. Configs call it when
-    they are made, so that a typo stops a run before it trains, not at its first
-    evaluation."""
-    if spec == RANDOM:
-        return spec
-    if spec.startswith(MCTS_PREFIX):
-        count = spec[len(MCTS_PREFIX):]
-        if not count.isdigit() or int(count) < 1:
-            raise ValueError(f"opponent {spec!r}: give mcts:<simulations>, e.g. mcts:200.")
-        return spec
-    if ":" not in spec:
-        raise ValueError(f"opponent {spec!r}: give random, mcts:<simulations> (e.g. "
-                         "mcts:200) or module:callable.")
-    scripted_policy(spec)  # imports it: a wrong module or name is refused here
-    return spec
+    """``spec`` if it names a training opponent from outside a run (random,
+    mcts:<simulations> or an importable module:callable), else a one-line ValueError
+    (games.opponents parses every spec). Configs call it when they are made, so that a
+    typo stops a run before it trains, not at its first evaluation."""
+    return parse_opponent(spec, in_eval=False).spec
 
 
 def make_bot(spec: str, env: Any, seed: int = 0) -> ScriptedPolicy | SearchBot:
     """The bot ``spec`` names for games like ``env``: ``mcts:<simulations>`` (perfect-
     information games with an OpenSpiel state) or ``module:callable``."""
-    if check_opponent(spec).startswith(MCTS_PREFIX):
+    if parse_opponent(spec, in_eval=False).kind == "mcts":
         return search_bot(spec, env, seed)
     return scripted_policy(spec)
 
 
 def search_bot(spec: str, env: Any, seed: int) -> SearchBot:
-    count = check_opponent(spec)[len(MCTS_PREFIX):]
+    simulations = parse_opponent(spec, in_eval=False).simulations
     if not hasattr(env, "openspiel_state"):
         raise ValueError(f"opponent {spec!r} searches OpenSpiel states; this game has none "
                          "(openspiel:<game>, or a PettingZoo game with an OpenSpiel twin).")
@@ -204,18 +195,12 @@ def search_bot(spec: str, env: Any, seed: int) -> SearchBot:
         raise ValueError(f"opponent {spec!r}: {game.get_type().short_name} hides "
                          "information (cards, hands) that MCTS would read from the true "
                          "state; search bots play perfect-information games only.")
-    return SearchBot(game, int(count), seed)
+    return SearchBot(game, simulations, seed)
 
 
 def scripted_policy(spec: str) -> ScriptedPolicy:
     """``module:callable`` as a ScriptedPolicy: ``callable(obs, action_mask) -> action``."""
-    module_name, name = spec.split(":", 1)
-    try:
-        act = getattr(importlib.import_module(module_name), name)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"opponent {spec!r}: {err}. Give random, a policy id of the "
-                         "league, mcts:<simulations> or module:callable with "
-                         "callable(obs, action_mask) -> action importable here.") from None
+    act = load_callable(spec, TRAINING_FORMS)
     if not callable(act) or not _takes_two_arguments(act):
         raise ValueError(f"opponent {spec!r} must be a callable(obs, action_mask) -> action.")
     return ScriptedPolicy(act, spec)

@@ -19,6 +19,8 @@ from distrl.core.evaluation import MAX_PARALLEL, rounds, run_episodes, saved_env
 from distrl.games.games import make_multiagent_env, split_obs
 from distrl.games.matches import MatchLoop, MatchResult
 from distrl.games.nash import MAX_STATES, table_nash_conv, tabulate, tree_size
+from distrl.games.opponents import Opponent, parse_opponent
+from distrl.games.players import run_player, searched
 from distrl.games.policies import RANDOM, LocalPolicy, RandomPolicy, make_bot
 from distrl.games.tabular import AVERAGE, TablePolicy, has_table, load_table
 from distrl.models.config import ModelConfig
@@ -171,26 +173,33 @@ def evaluate(checkpoint: str | Path, episodes: int = 10, seed: int = 0,
     return run_episodes(checkpoint, episodes, seed, env, env_config, explore).returns
 
 
-def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: str = RANDOM,
-                    games: int = 200, seed: int = 0, stochastic: bool = False,
-                    opening_moves: int = 0, nash_conv_max_states: int = MAX_STATES,
-                    env: Any | None = None, env_config: dict[str, Any] | None = None
-                    ) -> dict[str, Any]:
+def evaluate_league(checkpoint: str | Path, policy: str = "main_0",
+                    opponent: str | Opponent = RANDOM, games: int = 200, seed: int = 0,
+                    stochastic: bool = False, opening_moves: int = 0,
+                    nash_conv_max_states: int = MAX_STATES, env: Any | None = None,
+                    env_config: dict[str, Any] | None = None, search: int = 0,
+                    temperature: float = 0.0) -> dict[str, Any]:
     """Win, draw and loss rates of a saved league's ``policy`` against ``opponent``
-    (random, another of its policies, ``mcts:<simulations>``: OpenSpiel's MCTSBot, or
-    ``module:callable``, a ScriptedPolicy's choose function), half of the games in each
-    seat, the first ``opening_moves`` moves of each random; how many of the games were
+    (random, another of its policies, ``mcts:<simulations>``: OpenSpiel's MCTSBot,
+    ``module:callable``, a ScriptedPolicy's choose function, or ``run:PATH[@policy=ID]
+    [@search=N]``, a saved game run: games.opponents), half of the games in each seat,
+    the first ``opening_moves`` moves of each random; how many of the games were
     distinct; for OpenSpiel games whose tree has at most ``nash_conv_max_states``
-    histories also the policy's exact NashConv (both seats played by it). ``env`` and
-    ``env_config`` override the saved ones (a factory env must be given: only the
-    trusted resume state holds it)."""
+    histories also the policy's exact NashConv (both seats played by it; not when it
+    searches). ``search``: the policy picks each move by that many PUCT simulations with
+    its network (games.players; ``temperature`` > 0 draws from the visit counts).
+    ``env`` and ``env_config`` override the saved ones (a factory env must be given: only
+    the trusted resume state holds it)."""
     ckpt = Checkpoint(checkpoint)
     if not ckpt.policy_ids:
-        raise ValueError(f"{str(ckpt.path)!r} holds a {ckpt.algo!r} run; --policy and "
-                         "--opponent apply to runs of games (league and alphazero).")
+        raise ValueError(f"{str(ckpt.path)!r} holds a {ckpt.algo!r} run; --policy, "
+                         "--opponent and --search apply to runs of games (league and "
+                         "alphazero).")
     if nash_conv_max_states < 0:
         raise ValueError(f"nash_conv_max_states ({nash_conv_max_states}) must be >= 0 "
                          "(0: no NashConv).")
+    rival = opponent if isinstance(opponent, Opponent) else parse_opponent(opponent)
+    opponent = rival.spec
     if policy == opponent:
         raise ValueError(f"--policy and --opponent are both {policy!r}: a policy against "
                          "itself has no winner to count; pick another opponent.")
@@ -198,6 +207,9 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: st
     game = saved_env(run, env)
     env_config = run["env_config"] if env_config is None else env_config
     policies = _saved_policies(ckpt, game, env_config, {policy, opponent}, seed)
+    if search:
+        policies[policy] = _probed(game, env_config, seed, lambda probe: searched(
+            policies[policy], probe, search, temperature, seed, policy))
     greedy = set() if stochastic else {policy, opponent} - {RANDOM}
     results = play_matches(game, env_config, policies, greedy, policy, opponent,
                            games, seed, opening_moves)
@@ -206,8 +218,9 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0", opponent: st
            "win_rate": float(rates[0]), "draw_rate": float(rates[1]),
            "loss_rate": float(rates[2]),
            "random_opening_moves": opening_moves,
-           "distinct_games": len({r.history for r in results})}
-    spiel = nash_conv_game(game, env_config, nash_conv_max_states)
+           "distinct_games": len({r.history for r in results}),
+           "policy_search": search, "opponent_search": rival.search}
+    spiel = None if search else nash_conv_game(game, env_config, nash_conv_max_states)
     if spiel is not None:
         nash_conv = policy_nash_conv(spiel, policies[policy])
         if nash_conv is not None:
@@ -243,13 +256,22 @@ def _saved_policies(ckpt: Checkpoint, game: Any, env_config: dict[str, Any], ids
 
 def outside_policy(spec: str, game: Any, env_config: dict[str, Any], seed: int,
                    num_actions: int) -> Any:
-    """A player from outside the run: ``random`` or a bot (``mcts:<n>``, ``module:callable``)."""
+    """A player from outside the run: ``random``, a bot (``mcts:<n>``, ``module:callable``)
+    or a saved run (``run:PATH...``)."""
     if spec == RANDOM:
         return RandomPolicy(num_actions)
+    rival = parse_opponent(spec)
+    if rival.kind == "run":
+        return _probed(game, env_config, seed, lambda probe: run_player(rival, probe, seed))
+    return _probed(game, env_config, seed, lambda probe: make_bot(spec, probe, seed))
+
+
+def _probed(game: Any, env_config: dict[str, Any], seed: int, make: Any) -> Any:
+    """``make(env)`` with a fresh env of the game, reset with ``seed``, closed after."""
     probe = make_multiagent_env(game, env_config)
     try:
         probe.reset(seed=seed)
-        return make_bot(spec, probe, seed)
+        return make(probe)
     finally:
         probe.close()
 

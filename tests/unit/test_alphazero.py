@@ -17,7 +17,7 @@ pytest.importorskip("pyspiel")
 import pyspiel
 
 from distrl.alphazero.config import AlphaZeroConfig
-from distrl.alphazero.search import Node, add_noise, expand_roots, search
+from distrl.games.search import Node, add_noise, expand_roots, search
 from distrl.alphazero.self_play import (
     Replay,
     SelfPlay,

@@ -1,6 +1,8 @@
 """PUCT search (AlphaZero: Silver et al. 2018, Science 362:1140) over OpenSpiel states of
 a two-player zero-sum game with perfect information and no chance: a network's move
-priors and values guide the simulations instead of random rollouts.
+priors and values guide the simulations instead of random rollouts. AlphaZero's
+self-play searches with it, and so does any game run's network at play time
+(games.players: ``distrl eval --search``, ``distrl play``).
 
 Pure maths and OpenSpiel states, no torch: ``evaluate(states) -> (logits [B, A], values
 [B])`` is the network, each value in [-1, 1] for the player to move in its state. The
@@ -20,6 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from distrl.games.games import import_extra
 
 Evaluate = Callable[[list[Any]], tuple[np.ndarray, np.ndarray]]
 
@@ -150,3 +154,25 @@ def _backup(path: list[tuple[Node, int]], value_for: Callable[[int], float]) -> 
         node.visits[action] += 1
         node.total += 1
         node.value_sum[action] += value_for(node.player)
+
+
+def search_game(env: Any) -> Any:
+    """The OpenSpiel game the env's positions are searched in; a ValueError unless it is
+    a two-player zero-sum game of perfect information without chance."""
+    pyspiel = import_extra("pyspiel", "open_spiel")
+    if not hasattr(env, "openspiel_state"):
+        raise ValueError(f"PUCT searches OpenSpiel states; {type(env).__name__} has none: "
+                         "use --env openspiel:<game> or a PettingZoo game with an OpenSpiel "
+                         "twin (pettingzoo:connect_four_v3).")
+    env.reset(seed=0)
+    game = env.openspiel_state().get_game()
+    kind = game.get_type()
+    ok = (game.num_players() == 2 and kind.chance_mode == pyspiel.GameType.ChanceMode.DETERMINISTIC
+          and kind.information == pyspiel.GameType.Information.PERFECT_INFORMATION
+          and kind.utility in (pyspiel.GameType.Utility.ZERO_SUM,
+                               pyspiel.GameType.Utility.CONSTANT_SUM))
+    if not ok:
+        raise ValueError(f"PUCT searches two-player zero-sum games of perfect information "
+                         f"without chance; {kind.short_name!r} is not one (for poker and other "
+                         "hidden-information games train a league with a magnet).")
+    return game
