@@ -21,7 +21,7 @@ import torch
 from distrl.apex.config import ApexConfig
 from distrl.apex.dqn import dqn_loss, initial_priorities, nstep_fragment
 from distrl.apex.replay import PrioritizedReplay
-from distrl.core.envs import EnvSpec
+from distrl.core.envs import EnvSpec, VectorMode
 from distrl.core.learner import Learner
 from distrl.core.sampling import EnvLoop
 from distrl.core.types import NStepFragment, Transitions, to_tensor
@@ -67,8 +67,8 @@ class ApexActor:
     def __init__(self, env: EnvSpec, num_envs: int, model: ModelConfig, dueling: bool,
                  epsilons: list[float], gamma: float, n_step: int, seed: int,
                  worker_side_prioritization: bool, env_config: dict[str, Any] | None = None,
-                 max_episode_steps: int | None = None):
-        self.loop = EnvLoop(env, num_envs, seed, env_config, max_episode_steps)
+                 max_episode_steps: int | None = None, vector_mode: VectorMode = "auto"):
+        self.loop = EnvLoop(env, num_envs, seed, env_config, max_episode_steps, vector_mode)
         obs_space, act_space = self.loop.spaces()
         self.qnet = QNetwork(obs_space, act_space, model, dueling).requires_grad_(False)
         self.policy = EpsilonGreedy(self.qnet, np.asarray(epsilons))

@@ -109,7 +109,8 @@ def make_engine(config: ApexConfig, run: RunConfig, learner: DQNLearner, obs_spa
                     dueling=config.dueling, epsilons=eps, gamma=config.gamma,
                     n_step=config.n_step, seed=seed_for(run.seed, i, restart, *resumed),
                     worker_side_prioritization=config.worker_side_prioritization,
-                    env_config=run.env_config, max_episode_steps=run.max_episode_steps)
+                    env_config=run.env_config, max_episode_steps=run.max_episode_steps,
+                    vector_mode=run.vector_mode)
 
     def shard_kwargs(s: int, restart: int) -> dict[str, Any]:
         return dict(capacity=config.shard_capacity, obs_shape=tuple(obs_space.shape),

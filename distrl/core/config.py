@@ -14,7 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 import tyro
 
-from distrl.core.envs import EnvSpec
+from distrl.core.envs import EnvSpec, VectorMode, check_vector_mode
 
 T = TypeVar("T")
 
@@ -43,6 +43,11 @@ class RunConfig:
     max_episode_steps: int | None = None
     """Truncate every episode (training and evaluation) after this many steps; for a
     class or factory env, the only limit there is unless the env ends its episodes."""
+    vector_mode: VectorMode = "auto"
+    """How a runner steps its sub-envs: auto = the env's native vector implementation if
+    any, else sync; sync = gymnasium's SyncVectorEnv, in the runner's process; async =
+    gymnasium's AsyncVectorEnv, one subprocess per sub-env, for an env where stepping is
+    the cost (single-agent envs; not envpool:, which has its own threads)."""
     seed: int = 0
     """Seed of weights, envs and sampling; equal seeds give equal in-process runs."""
     stop_return: float | None = None
@@ -129,6 +134,7 @@ class RunConfig:
         if self.max_episode_steps is not None and self.max_episode_steps <= 0:
             raise ValueError(f"`max_episode_steps` ({self.max_episode_steps}) must be > 0 "
                              "(or None: the env's own limit).")
+        check_vector_mode(self.env, self.vector_mode)
         if self.checkpoint_every < 0:
             raise ValueError(f"`checkpoint_every` ({self.checkpoint_every}) must be >= 0.")
 

@@ -11,11 +11,12 @@ import inspect
 import socket
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 
+from distrl.core.async_vec import AsyncEnvs, user_errors
 from distrl.core.env_errors import EnvErrors
 from distrl.core.envpool_vec import EnvPoolVector, is_envpool
 
@@ -25,6 +26,11 @@ module registers EnvId when imported) or "module:callable" (a factory or an Env 
 which work from the CLI and travel to every Ray node as a string; or, from Python, a
 factory returning an Env. env_config is passed to gym.make or the factory as kwargs."""
 
+
+VectorMode = Literal["auto", "sync", "async"]
+"""How sub-envs are stepped: "auto", the env's native vector implementation if it has
+one, else in process (sync); "sync", gymnasium's SyncVectorEnv; "async", gymnasium's
+AsyncVectorEnv, one subprocess per sub-env."""
 
 ATARI_EXTRA = "pip install 'distrl[atari]'"
 FRAME_STACK = 4
@@ -139,8 +145,8 @@ def accepted_keys(env: Any) -> list[str] | None:
 
 
 def make_vec_env(env: EnvSpec, num_envs: int, env_config: dict[str, Any] | None = None,
-                 clip_rewards: bool = True, max_episode_steps: int | None = None
-                 ) -> gym.vector.VectorEnv:
+                 clip_rewards: bool = True, max_episode_steps: int | None = None,
+                 vector_mode: VectorMode = "auto") -> gym.vector.VectorEnv:
     """A vector env with NEXT_STEP autoreset (gymnasium's default; see returns.py).
 
     Envs that register a native vector implementation (CartPole's is plain numpy over
@@ -150,11 +156,15 @@ def make_vec_env(env: EnvSpec, num_envs: int, env_config: dict[str, Any] | None 
     "ALE/..." ids get make_atari's preprocessing (``clip_rewards`` for learning; off
     for evaluation). ``max_episode_steps``: every episode is truncated after that many
     steps (gymnasium's TimeLimit). An error raised in the user's env is an EnvError.
+    ``vector_mode="async"`` steps each sub-env in a subprocess (VectorMode), for an env
+    whose own stepping is the cost; its errors are EnvErrors too.
     """
+    check_vector_mode(env, vector_mode)
     try:
         with EnvErrors(env_name(env)), env_config_checked(env, env_config or {}):
             check_env_id(env)
-            vec = _make_vec(env, num_envs, env_config or {}, clip_rewards, max_episode_steps)
+            vec = _make_vec(env, num_envs, env_config or {}, clip_rewards, max_episode_steps,
+                            vector_mode)
     except (gym.error.DependencyNotInstalled, ImportError) as err:
         raise ValueError(f"env {env_name(env)!r} needs a package that is not installed: "
                          f"{_install_hint(env)} ({err})") from None
@@ -171,21 +181,34 @@ def _install_hint(env: EnvSpec) -> str:
     return ATARI_EXTRA if is_atari(env) else "install the package it names"
 
 
+def check_vector_mode(env: EnvSpec, vector_mode: VectorMode) -> None:
+    """Refuse "async" where it cannot apply: EnvPool steps its envs in its own threads."""
+    if vector_mode == "async" and is_envpool(env):
+        raise ValueError(f"`vector_mode='async'` does not apply to {env!r}: EnvPool steps "
+                         "its envs in its own threads. Drop --vector-mode async.")
+
+
 def _make_vec(env: EnvSpec, num_envs: int, kwargs: dict[str, Any], clip_rewards: bool,
-              max_episode_steps: int | None) -> gym.vector.VectorEnv:
+              max_episode_steps: int | None, vector_mode: VectorMode = "auto"
+              ) -> gym.vector.VectorEnv:
     if is_envpool(env):
         return EnvPoolVector(env, num_envs, clip_rewards, max_episode_steps, **kwargs)
     maker = resolve_env(env)
     if isinstance(maker, str) and not is_atari(env):
-        spec = gym.spec(maker)
-        mode = "vector_entry_point" if spec.vector_entry_point is not None else "sync"
         if max_episode_steps is not None:  # gym.make's (and vector entry points') own
             kwargs = {**kwargs, "max_episode_steps": max_episode_steps}
-        return gym.make_vec(maker, num_envs=num_envs, vectorization_mode=mode, **kwargs)
-    make = (functools.partial(make_atari, env, clip_rewards=clip_rewards, **kwargs)
-            if is_atari(env) else functools.partial(maker, **kwargs))
-    return gym.vector.SyncVectorEnv(
-        [functools.partial(time_limited, make, max_episode_steps)] * num_envs)
+        if vector_mode != "async":
+            native = vector_mode == "auto" and gym.spec(maker).vector_entry_point is not None
+            return gym.make_vec(maker, num_envs=num_envs, **kwargs,
+                                vectorization_mode="vector_entry_point" if native else "sync")
+        make = functools.partial(gym.make, maker, **kwargs)
+    else:
+        make = (functools.partial(make_atari, env, clip_rewards=clip_rewards, **kwargs)
+                if is_atari(env) else functools.partial(maker, **kwargs))
+        make = functools.partial(time_limited, make, max_episode_steps)
+        if vector_mode != "async":
+            return gym.vector.SyncVectorEnv([make] * num_envs)
+    return AsyncEnvs([functools.partial(user_errors, make, env_name(env))] * num_envs)
 
 
 def time_limited(make: Callable[[], gym.Env], max_episode_steps: int | None) -> gym.Env:

@@ -120,6 +120,9 @@ def start_run(algo: str, config: Any, run: RunConfig,
     elif run.max_episode_steps is not None:
         raise ValueError("`max_episode_steps` applies to gymnasium envs; a game's episodes "
                          "end by its rules. Drop --max-episode-steps.")
+    elif run.vector_mode != "auto":
+        raise ValueError("`vector_mode` applies to single-agent gymnasium envs; a game's "
+                         "matches are stepped by its runners. Drop --vector-mode.")
     check_wandb(run.wandb_project)
     torch.set_num_threads(run.num_torch_threads)
     torch.manual_seed(run.seed)

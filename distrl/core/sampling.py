@@ -19,7 +19,7 @@ import torch
 
 from distrl.core.checkpoint import games_in_progress, trusted_loads
 from distrl.core.env_errors import EnvErrors
-from distrl.core.envs import EnvSpec, env_name, make_vec_env
+from distrl.core.envs import EnvSpec, VectorMode, env_name, make_vec_env
 
 
 @dataclass
@@ -77,9 +77,10 @@ class EnvLoop:
 
     def __init__(self, env: EnvSpec, num_envs: int, seed: int,
                  env_config: dict[str, Any] | None = None,
-                 max_episode_steps: int | None = None):
+                 max_episode_steps: int | None = None, vector_mode: VectorMode = "auto"):
         self.env_name = env_name(env)
-        self.envs = make_vec_env(env, num_envs, env_config, max_episode_steps=max_episode_steps)
+        self.envs = make_vec_env(env, num_envs, env_config, max_episode_steps=max_episode_steps,
+                                 vector_mode=vector_mode)
         self.user_code = EnvErrors(self.env_name)  # the env's own errors name its code
         self.num_envs = num_envs
         self.to_env_action = env_action_fn(self.envs.single_action_space)

@@ -28,6 +28,7 @@ import torch
 import torch.distributed as dist
 
 from distrl.core.config import RunConfig
+from distrl.core.envs import VectorMode
 from distrl.core.learner import Learner, LearnerState
 from distrl.core.sampling import seed_for
 from distrl.core.types import PPOBatch
@@ -70,12 +71,12 @@ class DDPPOWorker:
 
     def __init__(self, env, config: DDPPOConfig, seed: int, secret: bytes,
                  env_config: dict[str, Any] | None = None,
-                 max_episode_steps: int | None = None):
+                 max_episode_steps: int | None = None, vector_mode: VectorMode = "auto"):
         self.cfg = config
         self.secret = secret
         self.runner = EnvRunner(env, config.num_envs_per_worker, config.model, config.gamma,
                                 config.gae_lambda, seed, env_config,
-                                max_episode_steps=max_episode_steps)
+                                max_episode_steps=max_episode_steps, vector_mode=vector_mode)
         self.device = torch.device("cuda" if config.num_gpus_per_worker > 0 else "cpu")
         model = actor_critic(*self.runner.spaces(), config.model).to(self.device)
         if self.device.type == "cpu":

@@ -41,7 +41,8 @@ def train_ddppo(config: DDPPOConfig | None = None, run: RunConfig | None = None,
 
     def kwargs(index: int, restart: int) -> dict[str, Any]:
         return dict(env=run.env, config=config, seed=seed_for(run.seed, index, restart),
-                    env_config=run.env_config, max_episode_steps=run.max_episode_steps)
+                    env_config=run.env_config, max_episode_steps=run.max_episode_steps,
+                    vector_mode=run.vector_mode)
 
     group = DDPPOWorkerGroup(kwargs, config, run)
     progress = start.progress()

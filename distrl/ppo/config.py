@@ -139,6 +139,10 @@ class PPOConfig(PPOHyperparams):
     normalize_rewards: bool = False
     """Divide rewards by the running std of the discounted return (SB3's VecNormalize,
     CleanRL's NormalizeReward), clipped to +-10; reported returns stay unscaled."""
+    overlap: bool = False
+    """Runners sample the next batch with the weights of one update ago while the learner
+    trains: faster wall time where sampling and learning cost alike, one update of policy
+    lag that PPO's clipped ratio absorbs."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

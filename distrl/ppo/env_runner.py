@@ -5,14 +5,16 @@ Ray actor by distrl.ppo.remote.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from distrl.core.envs import EnvSpec
+from distrl.core.envs import EnvSpec, VectorMode
 from distrl.core.returns import gae
 from distrl.core.sampling import EnvLoop, Trajectory
 from distrl.core.sequences import to_sequences
@@ -33,8 +35,9 @@ class EnvRunner:
 
     def __init__(self, env: EnvSpec, num_envs: int, model: ModelConfig, gamma: float,
                  lambda_: float, seed: int, env_config: dict[str, Any] | None = None,
-                 normalize_rewards: bool = False, max_episode_steps: int | None = None):
-        self.loop = EnvLoop(env, num_envs, seed, env_config, max_episode_steps)
+                 normalize_rewards: bool = False, max_episode_steps: int | None = None,
+                 vector_mode: VectorMode = "auto"):
+        self.loop = EnvLoop(env, num_envs, seed, env_config, max_episode_steps, vector_mode)
         self.gamma, self.lambda_ = gamma, lambda_
         self.model = actor_critic(*self.loop.spaces(), model)
         self.model.requires_grad_(False)
@@ -154,14 +157,39 @@ def gae_rollout(traj: Trajectory, last_values: np.ndarray, gamma: float, lambda_
 
 
 class LocalRunnerGroup:
-    """The in-process twin of ppo.remote.RayRunnerGroup: one runner, no Ray."""
+    """The in-process twin of ppo.remote.RayRunnerGroup: one runner, no Ray. With
+    ``threaded``, a launched sample runs in a thread beside the learner (PPO's overlap;
+    torch releases the GIL in its kernels, as do envs stepped in C)."""
 
-    def __init__(self, runner: EnvRunner):
+    def __init__(self, runner: EnvRunner, threaded: bool = False):
         self.runner = runner
+        self._pool = ThreadPoolExecutor(1, "ppo-sampler") if threaded else None
+        self._next: Callable[[], list[Rollout]] | None = None
 
     def sample(self, weights: Weights, version: int, steps_per_env: int,
                reward_std: float = 1.0) -> list[Rollout]:
         return [self.runner.sample(steps_per_env, weights, version, reward_std=reward_std)]
+
+    def launch(self, weights: Weights, version: int, steps_per_env: int,
+               reward_std: float = 1.0) -> None:
+        """Start the next sample (unthreaded: taken when collected)."""
+        if self._pool is None:
+            self._next = functools.partial(self.sample, weights, version, steps_per_env,
+                                           reward_std)
+            return
+        # Copied: the learner goes on updating its arrays in place meanwhile.
+        weights = {k: v.copy() for k, v in weights.items()}
+        self._next = self._pool.submit(self.sample, weights, version, steps_per_env,
+                                       reward_std).result
+
+    @property
+    def in_flight(self) -> bool:
+        return self._next is not None
+
+    def collect(self) -> list[Rollout]:
+        """The launched sample, waiting for it; raises the runner's error."""
+        call, self._next = self._next, None
+        return call()
 
     def metrics(self) -> dict[str, float]:
         return {}
@@ -173,5 +201,6 @@ class LocalRunnerGroup:
         self.runner.set_state(states[0])
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)  # a sample in progress ends before its envs close
         self.runner.close()
-

@@ -1,0 +1,95 @@
+"""--vector-mode: async sub-envs in subprocesses step as sync ones do, a user env's error
+in one is still one line, and where async cannot apply it is refused."""
+
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from distrl import ApexConfig, LeagueConfig, PPOConfig, RunConfig, train_league, train_ppo
+from distrl.apex.roles import DQNLearner
+from distrl.apex.train import make_engine
+from distrl.core.env_errors import EnvError
+from distrl.core.envs import make_vec_env
+from distrl.ppo.train import runner_kwargs
+
+ENVMODS = Path(__file__).parents[1] / "envmods"
+USER_FILE = ENVMODS / "distrl_user_envs.py"
+BUG_LINE = next(i for i, line in enumerate(USER_FILE.read_text().splitlines(), 1)
+                if line.endswith("# BUG"))
+CFG = PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=1, num_env_runners=0,
+                num_envs_per_env_runner=2)
+
+
+@pytest.fixture(autouse=True)
+def user_envs(monkeypatch):
+    monkeypatch.syspath_prepend(str(ENVMODS))
+    monkeypatch.delenv("DISTRL_DEBUG", raising=False)
+
+
+def steps(vec, actions, seed=7):
+    out = [vec.reset(seed=seed)[0]]
+    for a in actions:
+        obs, reward, terminated, truncated, _ = vec.step(a)
+        out += [obs, reward, terminated, truncated]
+    vec.close()
+    return out
+
+
+@pytest.mark.parametrize("env", ["CartPole-v1", "distrl_user_envs:countdown"])
+def test_async_sub_envs_step_as_sync_ones_for_the_same_seed(env):
+    actions = np.random.default_rng(0).integers(0, 2, (50, 3))
+    vec = make_vec_env(env, 3, max_episode_steps=20, vector_mode="async")
+    assert isinstance(vec, gym.vector.AsyncVectorEnv)
+    assert vec.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
+    sync = make_vec_env(env, 3, max_episode_steps=20, vector_mode="sync")
+    assert isinstance(sync, gym.vector.SyncVectorEnv)
+    got, want = steps(vec, actions), steps(sync, actions)
+    assert sum(x.sum() for x in want[3::4]) > 0  # episodes ended: autoreset was stepped
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_auto_keeps_the_native_vector_env_and_sync_does_not():
+    auto = make_vec_env("CartPole-v1", 2)
+    assert not isinstance(auto, gym.vector.SyncVectorEnv | gym.vector.AsyncVectorEnv)
+    auto.close()
+
+
+def test_an_error_in_an_async_sub_env_is_one_line_pointing_at_the_users_line(tmp_path,
+                                                                           capfd):
+    run = RunConfig(env="distrl_user_envs:Broken", max_episode_steps=10, max_env_steps=64,
+                    vector_mode="async", logdir=str(tmp_path), progress=False)
+    with pytest.raises(EnvError) as raised:
+        train_ppo(CFG, run)
+    message = str(raised.value)
+    assert message.startswith("env 'distrl_user_envs:Broken' raised ZeroDivisionError: "
+                              f"division by zero at {USER_FILE}:{BUG_LINE} (in divide); ")
+    assert "\n" not in message
+    assert "Traceback" not in capfd.readouterr().err  # gymnasium's log of it is not shown
+    assert "in divide" in str(raised.value.__cause__)  # the traceback, for --debug
+
+
+def test_runners_of_ppo_and_apex_step_their_envs_as_run_says():
+    kwargs = runner_kwargs(CFG, RunConfig(vector_mode="async"))(0, 0)
+    assert kwargs["vector_mode"] == "async"
+    config = ApexConfig(num_workers=0, num_envs_per_worker=2)
+    spaces = make_vec_env("CartPole-v1", 1).single_observation_space, gym.spaces.Discrete(2)
+    learner = DQNLearner(*spaces, config, torch.device("cpu"))
+    engine, _ = make_engine(config, RunConfig(vector_mode="async"), learner, spaces[0])
+    try:
+        assert isinstance(engine.actor.loop.envs, gym.vector.AsyncVectorEnv)
+    finally:
+        engine.close()
+
+
+def test_async_is_refused_for_envpool_and_any_mode_for_games():
+    with pytest.raises(ValueError, match="does not apply to 'envpool:Pong-v5': EnvPool "
+                                         "steps its envs in its own threads"):
+        RunConfig(env="envpool:Pong-v5", vector_mode="async")
+    with pytest.raises(ValueError, match="`vector_mode` applies to single-agent gymnasium "
+                                         "envs.*Drop --vector-mode"):
+        train_league(LeagueConfig(), RunConfig(env="pettingzoo:connect_four_v3",
+                                               vector_mode="async"))
