@@ -220,3 +220,10 @@ def record_appo_batches(monkeypatch) -> list:
 
     monkeypatch.setattr(appo_train, "train_batch", recording)
     return trained
+
+
+def quiet_run(logdir, **kw):
+    """A tiny run's RunConfig: logs under ``logdir``, no progress display; ``kw`` the rest."""
+    from distrl.core.config import RunConfig
+
+    return RunConfig(**{"logdir": str(logdir), "progress": False, **kw})

@@ -1,49 +1,104 @@
 """APPO's env runners as Ray actors: each always has fragments requested (up to
-max_queued_fragments ahead), so runners sample while the driver's learner trains. New
-weights go out with the next request, one ray.put per version. A runner that dies or
-hangs is replaced by the Supervisor; only its fragment in progress is lost (sampled
-again), never one the learner was given.
+max_queued_fragments ahead), so runners sample while the driver's learner trains.
+
+Weights go through the per-node policy store (distrl.store): the driver publishes each
+version once to a store of the run's own, which keeps one copy per node; a runner pulls
+the newest version from its node's store as it starts a fragment, so a request queued
+before a publish still acts with the newest weights. A runner that dies or hangs is
+replaced by the Supervisor; only its fragment in progress is lost (sampled again), never
+one the learner was given.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from typing import Any
 
 import ray
 
 from distrl.core.config import RunConfig
 from distrl.core.types import Fragment
-from distrl.ppo.env_runner import Weights
-from distrl.ppo.remote import RayRunnerGroup
-from distrl.runtime.supervisor import Fault, MakeKwargs, cause, last_line
+from distrl.ppo.env_runner import EnvRunner, Weights
+from distrl.runtime.cluster import release_ray
+from distrl.runtime.supervisor import Fault, MakeKwargs, Supervisor, cause, last_line
+from distrl.store.policy_cache import FlatLayout, PolicySpec, flatten_arrays
+from distrl.store.remote import PolicyReader, own_store, wait
+
+POLICY_ID = "appo"
 
 
-class RaySampler(RayRunnerGroup):
-    """PPO's runner group (N remote EnvRunners under one Supervisor) kept busy;
-    fragments handed out in arrival order."""
+class StoreRunner:
+    """PPO's EnvRunner acting with the newest weights of its node's policy store."""
+
+    def __init__(self, head: Any, **runner_kwargs: Any):
+        self.runner = EnvRunner(**runner_kwargs)  # first: a user env's error is the one shown
+        self.model_config = runner_kwargs["model"]
+        self.layout = FlatLayout.of(self.runner.model)
+        self.reader = PolicyReader(head, max_cached_policies=1)
+
+    def spec(self) -> PolicySpec:
+        return PolicySpec(*self.runner.spaces(), self.model_config)
+
+    def fragment(self, steps_per_env: int) -> Fragment:
+        """One fragment, with the store's newest weights (one version check when they
+        are those already loaded)."""
+        newer = self.reader.newer(POLICY_ID, self.runner.version)
+        if newer is not None:
+            version, flat = newer
+            self.runner.set_weights(self.layout.arrays(flat), version)  # copied in
+        return self.runner.fragment(steps_per_env)
+
+    def get_state(self) -> tuple:
+        return self.runner.get_state()
+
+    def set_state(self, state: tuple) -> None:
+        self.runner.set_state(state)
+
+
+class RaySampler:
+    """N StoreRunners under one Supervisor, kept busy; fragments handed out in arrival
+    order. The Ray twin of appo.sampler.ThreadSampler."""
 
     def __init__(self, make_kwargs: MakeKwargs, num_runners: int, num_cpus: float,
                  run: RunConfig, steps_per_env: int, max_queued: int):
-        super().__init__(make_kwargs, num_runners, num_cpus, run)
+        self.store = own_store()
+        try:
+            self.sup = Supervisor("env_runners", StoreRunner,
+                                  lambda i, restart: {**make_kwargs(i, restart),
+                                                      "head": self.store},
+                                  num_runners, max_restarts=run.max_restarts,
+                                  call_timeout_s=run.actor_timeout_s,
+                                  resources={"num_cpus": num_cpus},
+                                  placement_strategy=run.placement_strategy)
+            self.spec = self.sup.call_all(lambda i, a: a.spec.remote(), [0])[0]
+        except BaseException:
+            ray.kill(self.store)
+            raise
         self.steps_per_env, self.max_queued = steps_per_env, max_queued
         self.timeout_s = run.actor_timeout_s
         self.inflight: dict[ray.ObjectRef, tuple[int, float]] = {}  # ref: (slot, started)
         self.ready: deque[Fragment] = deque()
-        self.weights: tuple[ray.ObjectRef, int] | None = None
-        self.sent = [-1] * num_runners  # the weights version each runner was sent
+        self.version: int | None = None  # the newest published
+        self._publishing: ray.ObjectRef | None = None
 
     def publish(self, weights: Weights, version: int) -> None:
-        self.weights = (ray.put(weights), version)
+        """Hand ``version`` to the store without waiting for it (this driver's calls
+        reach the store in order; the previous one's error is raised here). The first
+        is waited for: every request then finds weights."""
+        if self._publishing is not None:
+            wait(self._publishing, "publish weights")
+        self._publishing = self.store.publish.remote(POLICY_ID, flatten_arrays(weights),
+                                                     self.spec, version)
+        if self.version is None:
+            wait(self._publishing, "publish weights")
+        self.version = version
         self._launch()
 
     def take(self, n: int) -> list[Fragment]:
         """The next ``n`` fragments to arrive (waiting for them)."""
         while len(self.ready) < n:
-            done, _ = ray.wait(list(self.inflight), num_returns=1, timeout=0.1)
-            for ref in done:
-                self._handle(ref)
-            self._check_hung()
+            self._wait_one()
             self._launch(want=n)
         out = [self.ready.popleft() for _ in range(n)]
         self._launch()
@@ -53,10 +108,7 @@ class RaySampler(RayRunnerGroup):
         """Every fragment requested, once it arrived, and those not yet taken: the
         runners are then idle (their states can be saved)."""
         while self.inflight:
-            done, _ = ray.wait(list(self.inflight), num_returns=1, timeout=0.1)
-            for ref in done:
-                self._handle(ref)
-            self._check_hung()
+            self._wait_one()
         pending = list(self.ready)
         self.ready.clear()
         return pending
@@ -65,12 +117,29 @@ class RaySampler(RayRunnerGroup):
         self.ready.extendleft(reversed(pending))
         self._launch()
 
+    def metrics(self) -> dict[str, float]:
+        return self.sup.metrics()
+
+    def get_states(self) -> list:
+        return self.sup.wait_all("save its state",
+                                 {i: a.get_state.remote() for i, a in enumerate(self.sup.actors)})
+
+    def set_states(self, states: list) -> None:
+        pairs = enumerate(zip(self.sup.actors, states, strict=True))
+        self.sup.wait_all("load its state", {i: a.set_state.remote(s) for i, (a, s) in pairs})
+
+    def close(self) -> None:
+        try:
+            self.sup.close()
+            ray.kill(self.store)  # its followers and the weights go with it
+        finally:
+            release_ray()
+
     def _launch(self, want: int = 0) -> None:
         """Requests up to max_queued per runner in flight, and fragments waiting or in
         flight up to max_queued x runners (or ``want``, what a caller waits for)."""
-        if self.weights is None:
+        if self.version is None:
             return
-        ref, version = self.weights
         per_slot = [0] * len(self.sup.actors)
         for slot, _ in self.inflight.values():
             per_slot[slot] += 1
@@ -78,13 +147,16 @@ class RaySampler(RayRunnerGroup):
                 - len(self.inflight))
         for slot in sorted(range(len(per_slot)), key=per_slot.__getitem__):
             while room > 0 and per_slot[slot] < self.max_queued:
-                weights = ref if self.sent[slot] != version else None
-                self.sent[slot] = version
-                call = self.sup.actors[slot].fragment.remote(self.steps_per_env, weights,
-                                                             version)
+                call = self.sup.actors[slot].fragment.remote(self.steps_per_env)
                 self.inflight[call] = (slot, time.monotonic())
                 per_slot[slot] += 1
                 room -= 1
+
+    def _wait_one(self) -> None:
+        done, _ = ray.wait(list(self.inflight), num_returns=1, timeout=0.1)
+        for ref in done:
+            self._handle(ref)
+        self._check_hung()
 
     def _handle(self, ref: ray.ObjectRef) -> None:
         slot, _ = self.inflight.pop(ref)
@@ -107,4 +179,3 @@ class RaySampler(RayRunnerGroup):
             if s == slot:
                 del self.inflight[ref]
         self.sup.replace(slot, fault)
-        self.sent[slot] = -1

@@ -8,17 +8,43 @@ from __future__ import annotations
 
 import queue
 import threading
+from typing import Protocol
 
 from distrl.core.types import Fragment
-from distrl.ppo.env_runner import EnvRunner, LocalRunnerGroup, Weights
+from distrl.ppo.env_runner import EnvRunner, Weights
 
 
-class ThreadSampler(LocalRunnerGroup):
-    """PPO's in-process group (one EnvRunner) sampling fragments continuously, in a
-    thread, with the newest weights published."""
+class Sampler(Protocol):
+    """What train_appo asks of its sampler, in process (ThreadSampler) or on Ray
+    (appo.remote.RaySampler)."""
+
+    def publish(self, weights: Weights, version: int) -> None:
+        """Act with these weights from the next fragment on."""
+
+    def take(self, n: int) -> list[Fragment]:
+        """The next ``n`` fragments, waiting for them."""
+
+    def pause(self) -> list[Fragment]:
+        """Stop sampling; the fragments sampled and not yet taken."""
+
+    def resume(self, pending: list[Fragment]) -> None:
+        """Hand out ``pending`` first, then sample on."""
+
+    def metrics(self) -> dict[str, float]: ...
+
+    def get_states(self) -> list: ...
+
+    def set_states(self, states: list) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class ThreadSampler:
+    """One EnvRunner sampling fragments continuously, in a thread, with the newest
+    weights published."""
 
     def __init__(self, runner: EnvRunner, steps_per_env: int, max_queued: int):
-        super().__init__(runner)
+        self.runner = runner
         self.steps_per_env = steps_per_env
         self.max_queued = max_queued
         self.ready: queue.Queue[Fragment] = queue.Queue()
@@ -88,6 +114,15 @@ class ThreadSampler(LocalRunnerGroup):
             err, self._error = self._error, None
             raise err
 
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+    def get_states(self) -> list:
+        return [self.runner.get_state()]
+
+    def set_states(self, states: list) -> None:
+        self.runner.set_state(states[0])
+
     def close(self) -> None:
         self.pause()
-        super().close()
+        self.runner.close()

@@ -17,7 +17,7 @@ import torch
 
 from distrl.appo.config import APPOConfig
 from distrl.appo.loss import train_batch
-from distrl.appo.sampler import ThreadSampler
+from distrl.appo.sampler import Sampler, ThreadSampler
 from distrl.core.callbacks import Callbacks
 from distrl.core.config import RunConfig
 from distrl.core.envs import env_spaces
@@ -83,8 +83,8 @@ def train_appo(config: APPOConfig | None = None, run: RunConfig | None = None, *
                                  ray_start_s), callbacks)
 
 
-def _iteration(config: APPOConfig, learner: Learner, sampler, p: Progress, kl_coeff: float,
-               generator: torch.Generator, device: torch.device
+def _iteration(config: APPOConfig, learner: Learner, sampler: Sampler, p: Progress,
+               kl_coeff: float, generator: torch.Generator, device: torch.device
                ) -> tuple[dict[str, Any], float]:
     t0 = time.perf_counter()
     fragments = sampler.take(max(config.num_env_runners, 1))
@@ -117,7 +117,7 @@ def _iteration(config: APPOConfig, learner: Learner, sampler, p: Progress, kl_co
     }, new_kl_coeff
 
 
-def _make_sampler(config: APPOConfig, run: RunConfig):
+def _make_sampler(config: APPOConfig, run: RunConfig) -> tuple[Sampler, float]:
     kwargs = runner_kwargs(config, run)
     steps = config.fragment_length()
     if config.num_env_runners == 0:

@@ -74,12 +74,22 @@ class FlatLayout:
 
     def views(self, flat: np.ndarray) -> dict[str, torch.Tensor]:
         """Tensors sharing memory with ``flat``: no copy is made."""
-        if flat.dtype != np.float32 or flat.size != self.size:
-            raise ValueError(f"buffer of {flat.size} {flat.dtype} does not fit a layout of "
-                             f"{self.size} float32: the policy's spec does not match its weights.")
+        self._check(flat)
         base = frozen_tensor(flat)
         return {name: base[off : off + int(np.prod(shape))].view(shape)
                 for name, shape, off in zip(self.names, self.shapes, self.offsets, strict=True)}
+
+    def arrays(self, flat: np.ndarray) -> dict[str, np.ndarray]:
+        """Numpy views of ``flat`` by name, for a reader that copies them into a module
+        of its own (``load_state_dict``) instead of acting with views."""
+        self._check(flat)
+        return {name: flat[off : off + int(np.prod(shape))].reshape(shape)
+                for name, shape, off in zip(self.names, self.shapes, self.offsets, strict=True)}
+
+    def _check(self, flat: np.ndarray) -> None:
+        if flat.dtype != np.float32 or flat.size != self.size:
+            raise ValueError(f"buffer of {flat.size} {flat.dtype} does not fit a layout of "
+                             f"{self.size} float32: the policy's spec does not match its weights.")
 
 
 def readonly_tensor(array: np.ndarray) -> torch.Tensor:
@@ -110,6 +120,13 @@ def frozen_tensor(array: np.ndarray) -> torch.Tensor:
 def flatten_policy(model: nn.Module) -> np.ndarray:
     """The flat buffer a publisher hands to the store."""
     return FlatLayout.of(model).flatten(model.state_dict())
+
+
+def flatten_arrays(weights: dict[str, np.ndarray]) -> np.ndarray:
+    """A state dict's arrays as one new float32 buffer, in the dict's order: a module's
+    ``state_dict`` order, the one FlatLayout.of follows."""
+    return np.concatenate([np.ravel(w) for w in weights.values()]).astype(np.float32,
+                                                                          copy=False)
 
 
 @dataclass

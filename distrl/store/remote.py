@@ -134,6 +134,15 @@ def head_store() -> Any:
     ).remote()
 
 
+def own_store() -> Any:
+    """A head store of the caller's own, on this node: unnamed, so no other run sees it,
+    even one in the same namespace (Ray Tune's trials share their driver's). Its followers
+    and weights go with it when the caller kills it or ends."""
+    node_id = ray.get_runtime_context().get_node_id()
+    return PolicyStore.options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
+
+
 def stop_head_store(head: Any, timeout_s: float = 30.0) -> None:
     """Kill the head store (its followers share its fate) and wait until its name is
     free, so that the next head_store() of this namespace starts a fresh one instead of
@@ -179,6 +188,16 @@ class PolicyReader:
             for (pid, (version, _, spec)), flat in zip(entries.items(), flats, strict=True):
                 self.cache.put(pid, version, spec, flat)
         return versions
+
+    def newer(self, policy_id: str, version: int) -> tuple[int, np.ndarray] | None:
+        """The newest version of one policy and its buffer when newer than ``version``,
+        else None: one round trip when nothing changed. Not cached, for a runner that
+        copies the weights into a module of its own."""
+        latest = wait(self.store.versions.remote([policy_id]), "list versions")
+        if latest.get(policy_id, -1) <= version:
+            return None
+        entry = wait(self.store.latest.remote([policy_id]), "hand out new weights")[policy_id]
+        return entry[0], wait(entry[1][0], "map new weights")
 
     def policy(self, policy_id: str) -> CachedPolicy:
         """A policy to act with, mapped first if this runner has not seen it yet."""

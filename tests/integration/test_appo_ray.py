@@ -1,6 +1,7 @@
-"""APPO's runners on Ray: requests stay in flight while the learner trains, a killed
-runner is replaced without losing a fragment the learner was given, and a Ray run
-resumes with the fragments it had not trained on."""
+"""APPO's runners on Ray: requests stay in flight while the learner trains, weights
+reach them through the policy store, a killed runner is replaced without losing a
+fragment the learner was given, and a Ray run resumes with the fragments it had not
+trained on."""
 
 import numpy as np
 
@@ -15,11 +16,12 @@ from tests.fakes import record_appo_batches
 from tests.integration.conftest import kill
 
 
-def sampler(n=2, max_queued=2):
+def sampler(n=2, max_queued=2, steps_per_env=8):
     def kwargs(i, restart):
         return dict(env="CartPole-v1", num_envs=2, model=ModelConfig(hiddens=(16,)),
                     gamma=0.99, lambda_=1.0, seed=seed_for(0, i, restart))
-    return RaySampler(kwargs, n, 1, RunConfig(), steps_per_env=8, max_queued=max_queued)
+    return RaySampler(kwargs, n, 1, RunConfig(), steps_per_env=steps_per_env,
+                      max_queued=max_queued)
 
 
 def weights():
@@ -39,6 +41,29 @@ def test_requests_stay_in_flight_up_to_the_bound_and_carry_new_weights(ray_local
         assert len(s.inflight) + len(s.ready) <= 4
     finally:
         s.close()
+
+
+def test_a_request_queued_before_a_publish_acts_with_the_store_s_newest_weights(ray_local):
+    s = sampler(n=1, max_queued=2, steps_per_env=1000)
+    try:
+        s.publish(weights(), 0)  # two requests queued on the one runner
+        assert len(s.inflight) == 2
+        newest = {k: v + 1.0 for k, v in weights().items()}
+        s.publish(newest, 1)  # while the first fragment is sampled
+        _, second = s.take(2)
+        assert second.weights_version == 1  # queued with version 0, started with 1
+        assert ray_local.get(s.store.versions.remote()) == {"appo": 1}
+        (_, box, _), = ray_local.get(s.store.latest.remote(["appo"])).values()
+        flat = ray_local.get(box[0])
+        np.testing.assert_array_equal(flat[:8], newest["pi.0.weight"].ravel()[:8])
+    finally:
+        s.close()
+
+
+def test_the_ray_sampler_offers_only_what_train_appo_asks():
+    from tests.unit.test_appo import SAMPLER_API
+
+    assert {n for n in dir(RaySampler) if not n.startswith("_")} == SAMPLER_API
 
 
 def test_a_killed_runner_is_replaced_and_sampling_goes_on(ray_local):

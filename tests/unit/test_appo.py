@@ -15,6 +15,7 @@ from distrl.core.returns import gae
 from distrl.models.config import ModelConfig
 from distrl.models.recurrent import actor_critic
 from distrl.ppo.env_runner import EnvRunner
+from distrl.store.policy_cache import FlatLayout, flatten_arrays
 from tests.fakes import record_appo_batches
 
 
@@ -72,6 +73,33 @@ def test_thread_sampler_bounds_its_queue_and_loses_no_fragment_on_pause():
     assert later[-1].weights_version == 5
     sampler.close()
     assert states is not None
+
+
+SAMPLER_API = {"publish", "take", "pause", "resume", "metrics", "get_states", "set_states",
+               "close"}
+
+
+def test_the_in_process_sampler_offers_only_what_train_appo_asks():
+    """No synchronous sample/launch/collect left over from PPO's runner groups."""
+    assert {n for n in dir(ThreadSampler) if not n.startswith("_")} == SAMPLER_API
+
+
+def test_published_weights_come_back_as_the_runners_state_dict():
+    """What RaySampler hands the policy store (one flat float32 buffer) and what its
+    runners load from it."""
+    r = runner()
+    weights = {k: v.numpy() + 0.5 for k, v in r.model.state_dict().items()}
+    flat = flatten_arrays(weights)
+    assert flat.dtype == np.float32 and flat.size == sum(w.size for w in weights.values())
+    back = FlatLayout.of(r.model).arrays(flat)
+    assert back.keys() == weights.keys()
+    for k in weights:
+        np.testing.assert_array_equal(back[k], weights[k])
+    r.set_weights(back, 7)
+    assert r.version == 7 and torch.equal(r.model.state_dict()["pi.0.weight"],
+                                          torch.from_numpy(weights["pi.0.weight"]))
+    with pytest.raises(ValueError, match="does not fit a layout"):
+        FlatLayout.of(r.model).arrays(flat[1:])
 
 
 def test_a_runner_error_reaches_the_learner():

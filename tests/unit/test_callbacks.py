@@ -18,13 +18,13 @@ from distrl import (
     LeagueRules,
     ModelConfig,
     PPOConfig,
-    RunConfig,
     train_apex,
     train_league,
     train_ppo,
 )
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.metrics import read_jsonl
+from tests.fakes import quiet_run as run
 
 PPO = PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=1, num_env_runners=0,
                 num_envs_per_env_runner=2)
@@ -36,10 +36,6 @@ APEX = ApexConfig(num_workers=0, num_envs_per_worker=2, rollout_fragment_length=
 LEAGUE = LeagueConfig(rules=LeagueRules(snapshot_steps=300), train_batch_size=128,
                       minibatch_size=64, num_epochs=1, num_envs=4, league_eval_interval=1,
                       league_eval_games=2)
-
-
-def run(logdir: Path, **kw) -> RunConfig:
-    return RunConfig(**{"logdir": str(logdir), "progress": False, **kw})
 
 
 def saved_iteration(path: Path) -> int:
