@@ -1,7 +1,9 @@
 """Every algorithm on a simulated three-node cluster (ray.cluster_utils on this box): a
 head with no CPUs, where the driver runs, and two worker nodes. Placement is read from
 Ray's own state API, never from distrl's bookkeeping. PPO and DD-PPO are deterministic,
-so a run spread over two nodes must end with the same weights as one packed on one."""
+so a run spread over two nodes must end with the same weights as one packed on one.
+APPO is not (fragments arrive as they come): its runners on both nodes feed the learner,
+each through its own node's policy store."""
 
 from dataclasses import replace
 
@@ -10,6 +12,7 @@ import torch
 
 from distrl import (
     ApexConfig,
+    APPOConfig,
     DDPPOConfig,
     LeagueConfig,
     LeagueRules,
@@ -17,11 +20,13 @@ from distrl import (
     PPOConfig,
     RunConfig,
     train_apex,
+    train_appo,
     train_ddppo,
     train_league,
     train_ppo,
 )
 from distrl.core.checkpoint import Checkpoint
+from tests.fakes import quiet_run
 
 pytestmark = pytest.mark.multinode
 ray = pytest.importorskip("ray")
@@ -72,8 +77,7 @@ def assert_same_weights(a: dict, b: dict) -> None:
 
 def placed_run(train, cls: str, config, strategy: str, tmp_path, **run):
     before = actor_ids()
-    result = train(config, RunConfig(logdir=str(tmp_path / strategy), progress=False,
-                                     placement_strategy=strategy, **run))
+    result = train(config, quiet_run(tmp_path / strategy, placement_strategy=strategy, **run))
     return result, nodes_of(cls, before)
 
 
@@ -145,3 +149,34 @@ def test_league_runs_with_one_policy_store_per_node(cluster, tmp_path):
     stores = nodes_of("PolicyStore", set())
     assert len(stores) == len(set(stores)) and set(stores) == {head, *workers}
     assert result["env/steps_total"] >= 1_000 and result["league/num_policies"] >= 3
+
+
+def test_appo_learns_from_runners_on_both_nodes_through_their_stores(cluster, tmp_path,
+                                                                     monkeypatch):
+    from ray.util.state import list_actors
+
+    from distrl.appo.remote import RaySampler
+
+    head, workers = cluster
+    sources = []  # the actor id of each fragment handed to the learner
+    real = RaySampler._handle
+
+    def handle(self, ref):
+        sources.append(self.sup.actors[self.inflight[ref][0]]._actor_id.hex())
+        real(self, ref)
+
+    monkeypatch.setattr(RaySampler, "_handle", handle)
+    before = actor_ids()
+    config = APPOConfig(num_env_runners=2, num_envs_per_env_runner=2,
+                        rollout_fragment_length=32, train_batch_size=128, minibatch_size=64,
+                        model=TINY)
+    result, runner_nodes = placed_run(train_appo, "StoreRunner", config, "STRICT_SPREAD",
+                                      tmp_path, max_env_steps=1_280)
+    assert sorted(runner_nodes) == sorted(workers)
+    node_of = {a.actor_id: a.node_id for a in list_actors(limit=10_000)}
+    fed = [node_of[s] for s in sources]
+    assert {n: fed.count(n) >= 3 for n in workers} == dict.fromkeys(workers, True)
+    stores = nodes_of("PolicyStore", before)  # the driver's, and one per runner node
+    assert sorted(stores) == sorted({head, *workers})
+    assert result["iteration"] >= 5 and result["env/steps_total"] >= 1_280
+    assert 0 <= result["learner/policy_lag"] <= 4
