@@ -30,12 +30,15 @@ from distrl.core.env_errors import debug_wanted
 from distrl.core.metrics import strict_json
 from distrl.core.resume import resumed_configs, saved_configs
 from distrl.games.nash import MAX_STATES
+from distrl.games.opponents import Opponent, parse_opponent
 from distrl.registry import ALGORITHMS
 from distrl.tuned import tuned
 
 USAGE = f"""usage: distrl train {{{",".join(ALGORITHMS)}}} [--help] [--tuned NAME]
                     [--print-config] [FLAGS]
        distrl eval RUN [--episodes N] [--stochastic] [--video DIR] [--render] [--json]
+                   [--search N] [--opponent SPEC]
+       distrl play RUN [--search N] [--first]
 """
 
 
@@ -49,6 +52,10 @@ def _command(name: str, config_cls: type) -> type:
 
 
 COMMANDS = {name: _command(name, a.config) for name, a in ALGORITHMS.items()}
+
+
+class FlagError(Exception):
+    """A flag value a command refuses, printed in one line (tyro would box a ValueError)."""
 
 
 @dataclass(frozen=True)
@@ -78,16 +85,62 @@ class Eval:
     policy: str | None = None
     """League runs: the policy to judge (default main_0); plays --episodes games."""
     opponent: str = "random"
-    """League runs: "random" (uniform over legal moves), another policy id of the league,
+    """Game runs: "random" (uniform over legal moves), another policy id of the run,
     mcts:<simulations> (OpenSpiel's MCTSBot with random rollouts; perfect-information
-    OpenSpiel games and PettingZoo connect four / tic-tac-toe), or module:callable, a bot
+    OpenSpiel games and PettingZoo connect four / tic-tac-toe), run:PATH (a saved league
+    or AlphaZero run on the same game: its main agent, or run:PATH@policy=ID; with
+    @search=N its network searches N simulations a move), or module:callable, a bot
     ``callable(obs, action_mask) -> action`` importable here."""
+    search: int = 0
+    """Game runs: the judged policy picks each move by N PUCT simulations with its
+    network as prior and value (two-player games without chance or hidden information;
+    0: the network alone)."""
+    temperature: float = 0.0
+    """With --search: draw each move from the visit counts^(1/T) (0: the most visited)."""
     random_opening_moves: int = 0
     """League runs: the first N moves of every game are uniformly random legal moves, so
     that greedy players meet different positions (reported: distinct_games)."""
     nash_conv_max_states: int = MAX_STATES
     """League and AlphaZero runs on OpenSpiel games: NashConv only if the game's tree has
     at most this many histories (tabulating walks all of them; 0: never)."""
+
+    def __post_init__(self) -> None:
+        if self.search < 0 or self.temperature < 0:
+            raise FlagError(f"--search ({self.search}) and --temperature "
+                            f"({self.temperature}) must be >= 0.")
+        if self.temperature and not self.search:
+            raise FlagError("--temperature draws moves from a search's visit counts: give "
+                            "--search N too.")
+        try:  # parsed now: a bad spec stops here, in one line, before anything loads
+            object.__setattr__(self, "_rival", parse_opponent(self.opponent))
+        except ValueError as err:
+            raise FlagError(str(err)) from None
+
+    @property
+    def rival(self) -> Opponent:
+        """The parsed --opponent."""
+        return self._rival
+
+
+@dataclass(frozen=True)
+class Play:
+    """Play a game in the terminal against a saved league or AlphaZero run."""
+
+    checkpoint: tyro.conf.Positional[str]
+    """A game run's logdir or its checkpoint/ directory."""
+    search: int = 0
+    """The agent picks each move by N PUCT simulations with its network (0: the network
+    alone, greedy)."""
+    first: bool = False
+    """You move first (default: the agent does)."""
+    policy: str | None = None
+    """League runs: the policy to play against (default main_0)."""
+    seed: int = 0
+    """Seed of the game."""
+
+    def __post_init__(self) -> None:
+        if self.search < 0:
+            raise FlagError(f"--search ({self.search}) must be >= 0.")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -104,6 +157,8 @@ def _command_of(argv: list[str]) -> None:
         _train(argv[1:])
     elif argv[:1] == ["eval"]:
         _eval(argv[1:])
+    elif argv[:1] == ["play"]:
+        _play(argv[1:])
     elif argv[:1] == ["export"]:
         from distrl.export import main as export
 
@@ -261,18 +316,21 @@ def _eval_league(cli: Eval) -> None:
     if ignored:
         raise SystemExit(f"distrl: error: {', '.join(ignored)} apply to single-agent runs; a "
                          "league is evaluated by games on its own game (--policy, "
-                         "--opponent, --episodes, --seed, --stochastic, "
+                         "--opponent, --search, --episodes, --seed, --stochastic, "
                          "--random-opening-moves).")
     try:
-        out = evaluate_league(cli.checkpoint, cli.policy or "main_0", cli.opponent,
+        out = evaluate_league(cli.checkpoint, cli.policy or "main_0", cli.rival,
                               cli.episodes, cli.seed, cli.stochastic,
-                              cli.random_opening_moves, cli.nash_conv_max_states)
+                              cli.random_opening_moves, cli.nash_conv_max_states,
+                              search=cli.search, temperature=cli.temperature)
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"distrl: error: {err}") from None
     if cli.json:
         print(json.dumps(out))
         return
-    print(f"{out['policy']} vs {out['opponent']} over {out['games']} games (both seats): "
+    searching = f" (search {out['policy_search']})" if out["policy_search"] else ""
+    print(f"{out['policy']}{searching} vs {out['opponent']} over {out['games']} games "
+          "(both seats): "
           f"win {out['win_rate']:.3f}, draw {out['draw_rate']:.3f}, loss {out['loss_rate']:.3f}"
           f" ({out['distinct_games']} distinct games)"
           + (f"; NashConv {out['nash_conv']:.4f}" if "nash_conv" in out else ""))
@@ -281,8 +339,9 @@ def _eval_league(cli: Eval) -> None:
 def _eval(args: list[str]) -> None:
     from distrl.core.evaluation import run_episodes
 
-    cli = tyro.cli(Eval, args=args, prog="distrl eval")
-    if cli.policy is not None or cli.opponent != "random" or _is_game_run(cli.checkpoint):
+    cli = _parsed(Eval, args, "distrl eval")
+    if (cli.policy is not None or cli.opponent != "random" or cli.search
+            or _is_game_run(cli.checkpoint)):
         return _eval_league(cli)
     if cli.random_opening_moves:
         raise SystemExit("distrl: error: --random-opening-moves applies to league runs (games "
@@ -302,3 +361,25 @@ def _eval(args: list[str]) -> None:
         how = "stochastic" if cli.stochastic else "greedy"
         print(f"mean {how} return over {len(eps.returns)} episodes: {mean:.2f}"
               + (f"; videos in {cli.video}" if cli.video else ""))
+
+
+def _parsed(command: type, args: list[str], prog: str) -> Any:
+    """The command's flags; a value its config refuses is one line."""
+    try:
+        return tyro.cli(command, args=args, prog=prog)
+    except FlagError as err:
+        raise SystemExit(f"distrl: error: {err}") from None
+
+
+def _play(args: list[str]) -> None:
+    from distrl.games.human import play_game
+
+    cli = _parsed(Play, args, "distrl play")
+    try:
+        play_game(cli.checkpoint, cli.search, cli.first, cli.policy, cli.seed)
+    except (ValueError, FileNotFoundError) as err:
+        if debug_wanted(args):
+            raise
+        raise SystemExit(f"distrl: error: {err}") from None
+    except EOFError:  # the input ended (Ctrl-D, or a file of moves ran out)
+        print("\ndistrl: end of input; the game is left unfinished", file=sys.stderr)

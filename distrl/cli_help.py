@@ -24,12 +24,15 @@ COMMANDS_HELP = """
 commands:
   train ALGO   train an algorithm on an env: {algos}
   eval RUN     play a saved run's policy: mean return, videos, win rates of a game run
+  play RUN     play a game in the terminal against a saved league or AlphaZero run
   export RUN   write a saved policy as one file that runs without distrl (TorchScript, ONNX)
 
 examples:
   distrl train ppo --env CartPole-v1 --stop-return 475 --logdir runs/cartpole
   distrl train ppo --tuned cartpole --num-env-runners 0    # tuned, in one process, no Ray
   distrl eval runs/cartpole --episodes 20
+  distrl eval runs/c4 --search 50 --opponent run:runs/c4-old  # head-to-head, searching
+  distrl play runs/c4 --search 50 --first                   # you against it
   distrl export runs/cartpole --format torchscript
   distrl train ppo --help                                   # every flag, with its doc
 """
