@@ -64,10 +64,15 @@ class LearnerThread(threading.Thread):
         self.metrics: dict[str, float] = {}
         self.error: BaseException | None = None
         self.stopped = threading.Event()
+        # Weights for the actors, copied here between updates when the driver asks: the
+        # driver never takes the learner's lock, which an update holds while it trains.
+        self.want_weights = threading.Event()
+        self.published: tuple[int, dict[str, np.ndarray]] | None = None
 
     def run(self) -> None:
         try:
             while not self.stopped.is_set():
+                self._publish()
                 try:
                     shard, (batch, indices, is_weights) = self.inq.get(timeout=0.1)
                 except queue.Empty:
@@ -76,6 +81,11 @@ class LearnerThread(threading.Thread):
                 self.outq.put((shard, indices, td_abs))
         except BaseException as err:  # raised in the driver's loop
             self.error = err
+
+    def _publish(self) -> None:
+        if self.want_weights.is_set():
+            self.want_weights.clear()
+            self.published = (self.learner.updates, self.learner.weights())
 
     def stop(self) -> None:
         self.stopped.set()
@@ -120,6 +130,8 @@ class ApexRuntime:
             self.shards.close()
             raise
         self.thread = LearnerThread(learner, config.learner_queue_size)
+        # The weights actors get: the newest the learner thread published, one put each.
+        self.weights_ref = (learner.updates, ray.put(learner.weights()))
         self.thread.start()
         self.calls: dict[ray.ObjectRef, _Call] = {}
         self.busy_actors: set[int] = set()
@@ -128,7 +140,6 @@ class ApexRuntime:
         self.syncs = [WeightSync(config.max_weight_sync_delay)
                       for _ in range(config.num_workers)]
         self.next_shard = list(range(config.num_workers))  # round robin, offset per actor
-        self.weights_ref: tuple[int, ray.ObjectRef] | None = None
         self.shard_sizes = [0] * config.num_shards  # as of the last stats call
         # What a dead shard took is counted from the fragments whose adds succeeded, not
         # from its last stats: fragments in flight when an iteration ends land after those.
@@ -181,9 +192,10 @@ class ApexRuntime:
             free -= 1
 
     def _launch_actor(self, i: int) -> None:
-        weights, version = None, self.learner.updates
+        version, ref = self._newest_weights()
+        weights = None
         if self.syncs[i].due(version):
-            weights = self._weights_ref(version)
+            weights = ref
             self.counts["weight_syncs"] += 1
         shard = self.next_shard[i] % self.config.num_shards
         self.next_shard[i] += 1
@@ -194,11 +206,17 @@ class ApexRuntime:
                                 (shard, self.shard_generation[shard]))
         self.busy_actors.add(i)
 
-    def _weights_ref(self, version: int) -> ray.ObjectRef:
-        """One ray.put per weights version, shared by every actor that syncs to it."""
-        if self.weights_ref is None or self.weights_ref[0] != version:
-            self.weights_ref = (version, ray.put(self.learner.weights()))
-        return self.weights_ref[1]
+    def _newest_weights(self) -> tuple[int, ray.ObjectRef]:
+        """The newest weights the learner thread published (one ray.put per version,
+        shared by every actor that syncs to it), and a request for a copy after its next
+        update if it trained since. Never waits for an update in progress: that would
+        hold every actor's next fragment."""
+        published = self.thread.published
+        if published is not None and published[0] != self.weights_ref[0]:
+            self.weights_ref = (published[0], ray.put(published[1]))
+        if self.learner.updates != self.weights_ref[0]:
+            self.thread.want_weights.set()
+        return self.weights_ref
 
     def _handle(self, ref: ray.ObjectRef, out: dict[str, Any]) -> None:
         call = self.calls.pop(ref)
