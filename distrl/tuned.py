@@ -195,6 +195,23 @@ TUNED_APPO: dict[str, Tuned] = {
         ),
         num_envs=32, stop_return=475.0, env_step_budget=200_000,
     ),
+    # IMPALA's and RLlib's APPO Pong settings (V-trace lambda 1, no KL loss, clip 0.3,
+    # two passes over each batch, vf coeff 1.0 against a shared trunk, grad clip 10,
+    # entropy 0.01, lr 5e-4 decaying over the budget) on the PPO atari entry's Nature
+    # conv net, sized for bench/gpu_pong.sh: a CUDA learner and 15 runners of 4 envs x
+    # 32 steps (1,920 samples an update). Its figures (frames/s, time to 18) come from
+    # that script on one GPU with 16 cores.
+    "pong": Tuned(
+        env="envpool:Pong-v5",
+        config=APPOConfig(
+            num_env_runners=15, num_envs_per_env_runner=4, rollout_fragment_length=32,
+            train_batch_size=1_920, minibatch_size=640, num_epochs=2, gamma=0.99,
+            lr_schedule=((0, 5e-4), (5_000_000, 5e-5)), clip_param=0.3,
+            entropy_coeff=0.01, vf_loss_coeff=1.0, grad_clip=10.0, max_queued_fragments=2,
+            model=ModelConfig(hiddens=(512,), activation="relu", vf_share_layers=True),
+        ),
+        num_envs=60, stop_return=18.0, env_step_budget=5_000_000,
+    ),
 }
 
 

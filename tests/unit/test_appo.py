@@ -131,3 +131,22 @@ def test_resume_trains_first_on_the_fragments_saved_with_the_checkpoint(tmp_path
     np.testing.assert_array_equal(trained[0].obs, pending[0].obs)
     np.testing.assert_array_equal(trained[0].actions, pending[0].actions)
     assert resumed["env/steps_total"] == first["env/steps_total"] + pending[0].env_steps
+
+
+def test_tuned_pong_entry_builds_and_trains_one_update_on_envpool(tmp_path):
+    """The entry as tuned (its conv net, knobs and env), on a tiny batch in process."""
+    pytest.importorskip("envpool")
+    from dataclasses import replace
+
+    from distrl.appo.train import train_appo
+    from distrl.tuned import tuned
+
+    t = tuned("pong", "appo")
+    assert t.for_runners(0).fragment_length() * 60 == t.config.train_batch_size
+    assert t.config.fragment_length() * t.config.num_envs == t.config.train_batch_size
+    config = replace(t.for_runners(0), num_envs_per_env_runner=2, rollout_fragment_length=16,
+                     train_batch_size=32, minibatch_size=32)
+    result = train_appo(config, RunConfig(env=t.env, max_env_steps=32, device="cpu",
+                                          logdir=str(tmp_path), progress=False))
+    assert result["iteration"] == 1 and result["env/steps_total"] == 32
+    assert np.isfinite(result["learner/policy_loss"])
