@@ -13,7 +13,8 @@ pytest.importorskip("pyspiel")
 from distrl.cli import main
 from distrl.games import scoring
 from distrl.games.opponents import Opponent, parse_opponent
-from distrl.games.policies import check_opponent
+from distrl.games.players import SearchPlayer
+from distrl.games.policies import LocalPolicy, check_opponent
 from tests.unit.tiny_game_runs import tiny_runs
 
 
@@ -109,6 +110,11 @@ def test_a_searching_saved_run_and_its_other_policies(runs, capsys):
           "--search", "2", "--episodes", "2", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert (out["policy_search"], out["opponent_search"]) == (2, 3)
+    spec = f"run:{runs['az_pz']}@search=3"
+    player = scoring.outside_policy(spec, "pettingzoo:tictactoe_v3", {}, 0, 9)
+    assert isinstance(player, SearchPlayer) and (player.simulations, player.name) == (3, spec)
+    plain = scoring.outside_policy(f"run:{runs['az_pz']}", "pettingzoo:tictactoe_v3", {}, 0, 9)
+    assert isinstance(plain, LocalPolicy)
     with pytest.raises(ValueError, match=r"no policy 'nope' in this run; it has \['main_0'\]"):
         scoring.evaluate_league(runs["league_pz"], opponent=f"run:{runs['az_pz']}@policy=nope",
                                 games=2)
