@@ -1,14 +1,16 @@
 """Sampling throughput on Pong (EnvPool), side by side in one run on this machine: what
 the simulator does alone, the ceiling for sampling (EnvPool stepping with the policy's
 batched forward in one tight loop: no Ray, no bookkeeping), distrl's sampler with no
-learning (in process, and 2 Ray env runners), and APPO, PPO and Ape-X end to end.
+learning (in process, and 2 Ray env runners), and APPO, PPO (also with overlap: runners
+sample the next batch while the learner trains) and Ape-X end to end.
 
     python bench/throughput.py [--seconds 60] [--envs 16]
 
 Frames are Atari frames (4 per env step: frame skip 4). Each system runs in a fresh
 subprocess for ``--seconds`` (after its start-up), one torch thread per process. The
 last line is JSON with every frames/s and the ratios ``sampler_to_ceiling`` (distrl's
-best sampler / the ceiling) and ``appo_to_ppo_frames`` (APPO / PPO end to end).
+best sampler / the ceiling), ``appo_to_ppo_frames`` (APPO / PPO end to end) and
+``ppo_overlap_to_ppo`` (PPO with overlap / PPO end to end).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ OUT = Path(__file__).parent / "out"
 ENV = "envpool:Pong-v5"
 FRAME_SKIP = 4
 SYSTEMS = ("envpool_random", "ceiling", "sampler", "sampler_ray2", "appo_ray2", "ppo_ray2",
-           "apex_ray2")
+           "ppo_overlap_ray2", "apex_ray2")
 
 
 def timed(step, seconds: float) -> float:
@@ -106,15 +108,16 @@ def sampler_ray2(seconds: float, envs: int) -> float:
     return rate
 
 
-def end_to_end(algo: str, seconds: float, envs: int) -> float:
-    """Env steps/s of a whole run (learning included) with 2 Ray env runners."""
+def end_to_end(algo: str, seconds: float, envs: int, overlap: bool = False) -> float:
+    """Env steps/s of a whole run (learning included) with 2 Ray env runners; PPO with
+    ``overlap`` samples the next batch while it trains."""
     import dataclasses
 
     from distrl import RunConfig
     from distrl.registry import ALGORITHMS
     from distrl.tuned import tuned
 
-    logdir = OUT / f"runs/throughput_{algo}"
+    logdir = OUT / f"runs/throughput_{algo}{'_overlap' if overlap else ''}"
     shutil.rmtree(logdir, ignore_errors=True)
     base = tuned("atari").config
     config_cls = ALGORITHMS[algo].config
@@ -130,6 +133,8 @@ def end_to_end(algo: str, seconds: float, envs: int) -> float:
                                "train_batch_size": 32 * envs})
         if algo == "appo":  # IMPALA's single pass over each batch (RLlib's APPO default)
             config = dataclasses.replace(config, num_epochs=1)
+        if overlap:
+            config = dataclasses.replace(config, overlap=True)
     result = ALGORITHMS[algo].train()(config, RunConfig(
         env=ENV, max_time_s=seconds, max_env_steps=10**9, logdir=str(logdir),
         progress=False))
@@ -144,6 +149,8 @@ def one(system: str, seconds: float, envs: int) -> dict:
             "sampler_ray2": sampler_ray2}
     if system in runs:
         steps_per_s = runs[system](seconds, envs)
+    elif system == "ppo_overlap_ray2":
+        steps_per_s = end_to_end("ppo", seconds, envs, overlap=True)
     else:
         steps_per_s = end_to_end(system.removesuffix("_ray2"), seconds, envs)
     return {"system": system, "frames_per_s": FRAME_SKIP * steps_per_s}
@@ -173,6 +180,9 @@ def main() -> None:
         summary["sampler_to_ceiling"] = best / rates["ceiling_frames_per_s"]
     if {"appo_ray2_frames_per_s", "ppo_ray2_frames_per_s"} <= rates.keys():
         summary["appo_to_ppo_frames"] = (rates["appo_ray2_frames_per_s"]
+                                         / rates["ppo_ray2_frames_per_s"])
+    if {"ppo_overlap_ray2_frames_per_s", "ppo_ray2_frames_per_s"} <= rates.keys():
+        summary["ppo_overlap_to_ppo"] = (rates["ppo_overlap_ray2_frames_per_s"]
                                          / rates["ppo_ray2_frames_per_s"])
     print(json.dumps(summary))
 
