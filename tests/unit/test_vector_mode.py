@@ -89,7 +89,7 @@ def test_async_is_refused_for_envpool_and_any_mode_for_games():
     with pytest.raises(ValueError, match="does not apply to 'envpool:Pong-v5': EnvPool "
                                          "steps its envs in its own threads"):
         RunConfig(env="envpool:Pong-v5", vector_mode="async")
-    with pytest.raises(ValueError, match="`vector_mode` applies to single-agent gymnasium "
-                                         "envs.*Drop --vector-mode"):
+    with pytest.raises(ValueError, match=r"`vector_mode` applies to single-agent gymnasium "
+                                          r"envs.*Drop --vector-mode"):
         train_league(LeagueConfig(), RunConfig(env="pettingzoo:connect_four_v3",
                                                vector_mode="async"))
