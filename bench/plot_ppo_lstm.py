@@ -1,6 +1,6 @@
-"""Plot mean-100 return vs wall time for every trial of bench/ppo_lstm.py.
+"""Plot mean-100 return vs wall time for every trial of bench/ppo_lstm.py (one task).
 
-    python bench/plot_ppo_lstm.py [curves.json] [out.png]
+    python bench/plot_ppo_lstm.py [bench/out/ppo_lstm_<task>_curves.json] [out.png]
 """
 
 from __future__ import annotations
@@ -22,16 +22,19 @@ STYLE = {"distrl": ("tab:blue", "distrl LSTM PPO"),
 
 
 def main() -> None:
-    src = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "out" / "ppo_lstm_curves.json"
+    default = HERE / "out" / "ppo_lstm_stateless_cartpole_curves.json"
+    src = Path(sys.argv[1]) if len(sys.argv) > 1 else default
     dst = Path(sys.argv[2]) if len(sys.argv) > 2 else HERE.parent / "docs" / "img" / "ppo_lstm.png"
     trials = json.loads(src.read_text())
     seeds = sorted({t["seed"] for t in trials})
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    curves(ax, trials, STYLE)
-    ax.axhline(475, color="gray", ls="--", lw=0.8)
+    curves(ax, [t for t in trials if t["curve"]], STYLE)  # SB3 skips repeat_after
+    target = next(t["target"] for t in trials if "target" in t)
+    ax.axhline(target, color="gray", ls="--", lw=0.8)
     ax.set_xlabel("wall-clock seconds since the start of training")
     ax.set_ylabel("mean return, last 100 episodes")
-    ax.set_title(f"Stateless CartPole (positions only) to 475, seeds {seeds}, 1 torch thread")
+    task = trials[0]["task"] + (f" k={trials[0]['k']}" if trials[0]["k"] else "")
+    ax.set_title(f"{task} to {target:g}, seeds {seeds}, 1 torch thread")
     ax.legend(loc="lower right")
     ax.grid(alpha=0.3)
     save(fig, dst)

@@ -1,102 +1,183 @@
-"""Wall-clock seconds from the start of training to a mean-100 return of 475 on
-StatelessCartPole (CartPole-v1 without the velocities): distrl's LSTM PPO in-process vs
-SB3-contrib's RecurrentPPO, and distrl's feed-forward PPO with the same budget (which
-must not get there: the task needs memory).
+"""Env steps and wall-clock seconds from the start of training to a task's threshold
+(mean return of the last 100 episodes), distrl's LSTM PPO in-process against
+SB3-contrib's RecurrentPPO with rl-zoo3's settings, and distrl's feed-forward PPO with
+the same budget (which must not get there: the tasks need memory).
+
+Tasks (``--task``):
+- ``stateless_cartpole``: CartPole-v1 without velocities to 500 in 100k env steps
+  (rl-zoo's CartPoleNoVel-v1), the tuned entry.
+- ``pendulum_novel``: Pendulum-v1 without angular velocity to -200 in 100k env steps
+  (rl-zoo's PendulumNoVel-v1), the tuned entry.
+- ``repeat_after``: name the cue seen exactly ``--k`` steps earlier (RepeatAfter) to a
+  mean of 0.9; the control is feed-forward PPO over a 4-frame stack. No SB3 side.
 
 Every trial runs in a fresh subprocess (same torch threads for all), interleaved by
-seed. Prints one JSON line per trial, then the summary as the last line
-(``distrl_median_s``, ``sb3_median_s``, ``ratio``, ``feedforward_reached``); curves go
-to bench/out/ppo_lstm_curves.json.
+seed. Prints one JSON line per trial, then the summary as the last line; curves go to
+bench/out/ppo_lstm_<task>_curves.json. Each trial also plays 10 deterministic episodes
+with its final policy (``det_eval``).
 
-    python bench/ppo_lstm.py [--seeds 0 1 2] [--threads 1]
+    python bench/ppo_lstm.py --task stateless_cartpole [--seeds 0 1 2 3 4] [--budget N]
 """
 
 from __future__ import annotations
 
 import shutil
 import statistics
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 from _trials import cli, column, per_seed, sb3_stop_at
 
 OUT = Path(__file__).parent / "out"
-TARGET = 475.0
-BUDGET = 500_000  # env steps for every system
 SYSTEMS = ("sb3", "distrl", "distrl_feedforward")
+TASKS = ("stateless_cartpole", "pendulum_novel", "repeat_after")
+REPEAT_AFTER = "distrl.core.memory_tasks:RepeatAfter"
+STACK = 4  # the feed-forward control's frame stack on repeat_after
 
 
-def run_distrl(seed: int, lstm: bool, logdir: Path) -> dict:
-    from distrl import RunConfig, train_ppo
-    from distrl.core.metrics import read_jsonl
+def repeat_after_config(k: int, budget: int):
+    """LSTM PPO for RepeatAfter(k): 8 envs x 2 episodes per iteration, each episode one
+    whole training sequence (backprop through all k + 1 steps). Seed 0 reached 0.9 at
+    k=16 in 14k env steps (12 s) and at k=64 in 82k (66 s)."""
+    from distrl import PPOConfig
+    from distrl.models.config import ModelConfig
+
+    batch = 8 * 2 * (k + 1)
+    return PPOConfig(
+        train_batch_size=batch, minibatch_size=min(batch, 520), num_epochs=20, gamma=0.98,
+        lambda_=0.8, lr_schedule=((0, 1e-3), (budget, 1e-5)), use_kl_loss=False,
+        num_env_runners=0, num_envs_per_env_runner=8,
+        model=ModelConfig(hiddens=(64,), activation="relu", ortho_init=False, use_lstm=True,
+                          lstm_cell_size=64, max_seq_len=k + 1))
+
+
+def task_setup(task: str, k: int, budget: int | None, lstm: bool):
+    """(config, env, env_config, threshold, budget) of one distrl trial."""
     from distrl.tuned import tuned
 
-    shutil.rmtree(logdir, ignore_errors=True)  # metrics.jsonl appends: start clean
-    t = tuned("stateless_cartpole")
-    config = t.for_runners(0)
+    if task == "repeat_after":
+        budget = budget or 150_000
+        config, env = repeat_after_config(k, budget), REPEAT_AFTER
+        env_config, target = {"k": k, "stack": 1 if lstm else STACK}, 0.9
+    else:
+        t = tuned(task)
+        config, env, env_config, target = t.for_runners(0), t.env, {}, t.stop_return
+        budget = budget or t.env_step_budget
     if not lstm:
         config = replace(config, model=replace(config.model, use_lstm=False))
-    r = train_ppo(config, RunConfig(env=t.env, seed=seed, stop_return=TARGET,
-                                    max_env_steps=BUDGET, logdir=str(logdir), progress=False))
+    return config, env, env_config, target, budget
+
+
+def run_distrl(task: str, seed: int, lstm: bool, k: int, budget: int | None,
+               logdir: Path) -> dict:
+    import numpy as np
+
+    from distrl import RunConfig, train_ppo
+    from distrl.core.evaluation import run_episodes
+    from distrl.core.metrics import read_jsonl
+
+    shutil.rmtree(logdir, ignore_errors=True)  # metrics.jsonl appends: start clean
+    config, env, env_config, target, budget = task_setup(task, k, budget, lstm)
+    r = train_ppo(config, RunConfig(env=env, env_config=env_config, seed=seed,
+                                    stop_return=target, max_env_steps=budget,
+                                    logdir=str(logdir), progress=False))
     rows = read_jsonl(logdir / "metrics.jsonl")
+    det = run_episodes(r["checkpoint"], episodes=10, seed=10_000 + seed)
     return {"reached": r["stopped_by"] == "stop_return", "train_s": r["time/total_s"],
-            "env_steps": r["env/steps_total"],
+            "env_steps": r["env/steps_total"], "target": target, "budget": budget,
             "final_return": r["env/episode_return_mean"],
+            "det_eval": float(np.mean(det.returns)),
             "curve": [(x["time/total_s"], x["env/episode_return_mean"]) for x in rows]}
 
 
-def run_sb3(seed: int) -> dict:
-    """rl-zoo3's RecurrentPPO hyperparameters for CartPoleNoVel-v1 (hyperparams/
-    ppo_lstm.yml), on the same env."""
-    import numpy as np
+def sb3_model(task: str, seed: int):
+    """rl-zoo3's RecurrentPPO hyperparameters (hyperparams/ppo_lstm.yml) for
+    CartPoleNoVel-v1 and PendulumNoVel-v1, on distrl's envs, with the zoo's VecNormalize."""
     import torch
     from sb3_contrib import RecurrentPPO
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.utils import LinearSchedule
+    from stable_baselines3.common.vec_env import VecNormalize
 
-    from distrl.core.memory_tasks import StatelessCartPole
+    from distrl.core.memory_tasks import PendulumNoVel, StatelessCartPole
 
-    env = make_vec_env(StatelessCartPole, n_envs=8, seed=seed)
-    model = RecurrentPPO(
-        "MlpLstmPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
-        n_epochs=20, ent_coef=0.0, learning_rate=LinearSchedule(1e-3, 0.0, 1.0),
-        clip_range=LinearSchedule(0.2, 0.0, 1.0), seed=seed, device="cpu",
-        policy_kwargs=dict(ortho_init=False, activation_fn=torch.nn.ReLU,
-                           lstm_hidden_size=64, enable_critic_lstm=True,
-                           net_arch=dict(pi=[64], vf=[64])))
-    cb = sb3_stop_at(TARGET, full_window=True)
-    model.learn(total_timesteps=BUDGET, callback=cb)
+    if task == "stateless_cartpole":
+        env = VecNormalize(make_vec_env(StatelessCartPole, n_envs=8, seed=seed),
+                           norm_obs=True, norm_reward=False)
+        return RecurrentPPO(
+            "MlpLstmPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
+            n_epochs=20, ent_coef=0.0, learning_rate=LinearSchedule(1e-3, 0.0, 1.0),
+            clip_range=LinearSchedule(0.2, 0.0, 1.0), seed=seed, device="cpu",
+            policy_kwargs=dict(ortho_init=False, activation_fn=torch.nn.ReLU,
+                               lstm_hidden_size=64, enable_critic_lstm=True,
+                               net_arch=dict(pi=[64], vf=[64])))
+    env = VecNormalize(make_vec_env(PendulumNoVel, n_envs=4, seed=seed))
+    return RecurrentPPO(
+        "MlpLstmPolicy", env, n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10,
+        ent_coef=0.0, learning_rate=1e-3, clip_range=0.2, use_sde=True, sde_sample_freq=4,
+        seed=seed, device="cpu",
+        policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn=torch.nn.ReLU,
+                           lstm_hidden_size=64, enable_critic_lstm=True))
+
+
+def run_sb3(task: str, seed: int, budget: int | None) -> dict:
+    import numpy as np
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    from distrl.tuned import tuned
+
+    if task == "repeat_after":
+        return {"reached": False, "skipped": "rl-zoo has no settings for it",
+                "train_s": None, "env_steps": None, "curve": []}
+    t = tuned(task)
+    budget = budget or t.env_step_budget
+    model = sb3_model(task, seed)
+    cb = sb3_stop_at(t.stop_return, full_window=True)
+    model.learn(total_timesteps=budget, callback=cb)
     buf = model.ep_info_buffer
+    model.get_env().training = False  # VecNormalize: freeze the statistics for eval
+    det, _ = evaluate_policy(model, model.get_env(), n_eval_episodes=10, deterministic=True)
     return {"reached": cb.hit, "train_s": cb.curve[-1][0], "env_steps": model.num_timesteps,
+            "target": t.stop_return, "budget": budget,
             "final_return": float(np.mean([e["r"] for e in buf])) if buf else None,
-            "curve": cb.curve}
+            "det_eval": float(det), "curve": cb.curve}
 
 
-def one(system: str, seed: int, threads: int) -> dict:
+def one(system: str, seed: int, threads: int, task: str, k: int, budget: int) -> dict:
     import torch
 
+    if task not in TASKS:
+        sys.exit(f"--task must be one of {TASKS}")
     torch.set_num_threads(threads)
+    budget = budget or None
     if system == "sb3":
-        result = run_sb3(seed)
+        result = run_sb3(task, seed, budget)
     else:
-        result = run_distrl(seed, system == "distrl", OUT / f"runs/lstm_{system}_{seed}")
-    return {"system": system, "seed": seed, "threads": threads, **result}
+        logdir = OUT / f"runs/lstm_{task}_{system}_{seed}"
+        result = run_distrl(task, seed, system == "distrl", k, budget, logdir)
+    return {"system": system, "seed": seed, "threads": threads, "task": task,
+            "k": k if task == "repeat_after" else None, **result}
 
 
 def summary(trials: list[dict]) -> dict:
     # A run that missed counts at its full time: the median then says so honestly.
-    med = {s: statistics.median(column(trials, s, "train_s")) for s in SYSTEMS}
+    ran = [s for s in SYSTEMS if None not in column(trials, s, "train_s")]
+    med = {s: statistics.median(column(trials, s, "train_s")) for s in ran}
+    steps = {s: statistics.median(column(trials, s, "env_steps")) for s in ran}
     return {
-        "distrl_median_s": med["distrl"], "sb3_median_s": med["sb3"],
-        "ratio": med["distrl"] / med["sb3"],
-        "distrl_reached": column(trials, "distrl", "reached"),
-        "sb3_reached": column(trials, "sb3", "reached"),
-        "feedforward_reached": any(column(trials, "distrl_feedforward", "reached")),
-        "feedforward_final_return": column(trials, "distrl_feedforward", "final_return"),
-        "per_seed": per_seed(trials, SYSTEMS),
-        "budget_env_steps": BUDGET, "threads": trials[0]["threads"],
+        "task": trials[0]["task"], "k": trials[0]["k"],
+        "target": next(t["target"] for t in trials if "target" in t),
+        "median_s": med, "median_env_steps": steps,
+        "median_final_return": {s: statistics.median(column(trials, s, "final_return"))
+                                for s in ran},
+        "reached": {s: column(trials, s, "reached") for s in ran},
+        "det_eval": {s: column(trials, s, "det_eval") for s in ran},
+        "per_seed": per_seed(trials, tuple(ran)), "threads": trials[0]["threads"],
     }
 
 
 if __name__ == "__main__":
-    cli(__file__, SYSTEMS, "ppo_lstm_curves.json", one, summary, threads=1)
+    task = sys.argv[sys.argv.index("--task") + 1] if "--task" in sys.argv else TASKS[0]
+    cli(__file__, SYSTEMS, f"ppo_lstm_{task}_curves.json", one, summary, threads=1,
+        task=TASKS[0], k=64, budget=0)
