@@ -25,7 +25,7 @@ RUN_OPTIONS = ("search", "policy")
 EVAL_FORMS = ("random, a policy id of the run (e.g. main_1), mcts:<simulations>, "
               "run:PATH[@search=N][@policy=ID] or module:callable")
 TRAINING_FORMS = "random, mcts:<simulations> (e.g. mcts:200) or module:callable"
-POLICY_ID = re.compile(r"[A-Za-z0-9_.\-]+")
+POLICY_ID = re.compile(r"[A-Za-z0-9_.@\-]+")
 
 Kind = Literal["random", "mcts", "module", "run", "policy"]
 

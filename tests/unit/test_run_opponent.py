@@ -28,6 +28,7 @@ def test_specs_parse_into_typed_opponents(tmp_path):
     assert parse_opponent("random") == Opponent("random", "random")
     assert parse_opponent("mcts:25") == Opponent("mcts:25", "mcts", simulations=25)
     assert parse_opponent("main_1") == Opponent("main_1", "policy", policy="main_1")
+    assert parse_opponent("main_0@3").policy == "main_0@3"  # a snapshot
     assert parse_opponent("tests.fakes:first_legal_move").kind == "module"
     assert parse_opponent(f"run:{path}") == Opponent(f"run:{path}", "run", path=path)
     assert parse_opponent(f"run:{path}@search=8") == Opponent(
