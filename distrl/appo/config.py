@@ -42,11 +42,16 @@ class APPOConfig(PPOConfig):
     max_queued_fragments: int = 2
     """Fragments waiting for the learner, per runner, beyond which runners wait: bounds
     the policy lag when the learner is the slower side."""
+    overlap: tyro.conf.Suppress[bool] = False
+    """PPO's knob, not APPO's: its runners always sample ahead (hidden from the CLI)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_positive(self, "vtrace_clip_rho", "vtrace_clip_c", "vtrace_clip_pg_rho",
                        "broadcast_interval", "max_queued_fragments")
+        if self.overlap:
+            raise ValueError("overlap is PPO's knob: APPO's runners always sample while the "
+                             "learner trains. Drop overlap.")
         if self.model.use_lstm:
             raise ValueError("APPO's learner takes feed-forward policies: for use_lstm, "
                              "train with `distrl train ppo`.")

@@ -1,6 +1,8 @@
 """APPO's pieces: the learner's view of a lagging fragment, the in-process sampler that
 overlaps with learning, and a run that resumes with the fragments it had not trained on."""
 
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -150,3 +152,11 @@ def test_tuned_pong_entry_builds_and_trains_one_update_on_envpool(tmp_path):
                                           logdir=str(tmp_path), progress=False))
     assert result["iteration"] == 1 and result["env/steps_total"] == 32
     assert np.isfinite(result["learner/policy_loss"])
+
+
+def test_ppos_overlap_knob_is_refused_and_hidden_for_appo():
+    with pytest.raises(ValueError, match="overlap is PPO's knob"):
+        APPOConfig(overlap=True)
+    out = subprocess.run([sys.executable, "-m", "distrl", "train", "appo", "--help"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "--overlap" not in out and "--vtrace-clip-rho" in out
