@@ -17,7 +17,6 @@ pytest.importorskip("pyspiel")
 import pyspiel
 
 from distrl.alphazero.config import AlphaZeroConfig
-from distrl.games.search import Node, add_noise, expand_roots, search
 from distrl.alphazero.self_play import (
     Replay,
     SelfPlay,
@@ -30,6 +29,7 @@ from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import RunConfig
 from distrl.core.loop import start_run
 from distrl.games.games import make_multiagent_env, split_obs
+from distrl.games.search import Node, add_noise, expand_roots, search
 
 
 def uniform(value: float = 0.0):
