@@ -121,12 +121,10 @@ class RaySampler:
         return self.sup.metrics()
 
     def get_states(self) -> list:
-        return self.sup.wait_all("save its state",
-                                 {i: a.get_state.remote() for i, a in enumerate(self.sup.actors)})
+        return self.sup.get_states()
 
     def set_states(self, states: list) -> None:
-        pairs = enumerate(zip(self.sup.actors, states, strict=True))
-        self.sup.wait_all("load its state", {i: a.set_state.remote(s) for i, (a, s) in pairs})
+        self.sup.set_states(states)
 
     def close(self) -> None:
         try:

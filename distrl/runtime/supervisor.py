@@ -132,6 +132,16 @@ class Supervisor:
             raise RuntimeError(f"{self.name} {i} failed to {what}: {fault.reason}{detail}")
         return [results[i] for i in sorted(results)]
 
+    def get_states(self) -> list[Any]:
+        """Each actor's get_state(), in slot order (for a checkpoint)."""
+        return self.wait_all("save its state",
+                             {i: a.get_state.remote() for i, a in enumerate(self.actors)})
+
+    def set_states(self, states: list[Any]) -> None:
+        """Each actor's set_state(state), one state per slot (from a checkpoint)."""
+        pairs = enumerate(zip(self.actors, states, strict=True))
+        self.wait_all("load its state", {i: a.set_state.remote(s) for i, (a, s) in pairs})
+
     def settle(self, futures: dict[int, ray.ObjectRef], timeout_s: float | None = None,
                raise_own: bool = True, fail_fast: bool = False
                ) -> tuple[dict[int, Any], dict[int, Fault]]:
