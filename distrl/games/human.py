@@ -21,7 +21,7 @@ from rich.markup import escape
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.evaluation import saved_env
 from distrl.games.games import make_multiagent_env, split_obs
-from distrl.games.players import MAIN, load_player, searched
+from distrl.games.players import MAIN, PUCT_C, exploration, load_player, searched
 from distrl.models.distributions import mask_logits
 
 MARKS = {"x": "[bold red]x[/]", "o": "[bold blue]o[/]"}
@@ -31,9 +31,10 @@ MARKS = {"x": "[bold red]x[/]", "o": "[bold blue]o[/]"}
 class Agent:
     """The run's policy choosing moves: greedy on its network, or by search."""
 
-    def __init__(self, policy: Any, env: Any, search: int, seed: int, name: str):
+    def __init__(self, policy: Any, env: Any, search: int, seed: int, name: str,
+                 c: float = PUCT_C):
         self.policy, self.name = policy, name
-        self.search = searched(policy, env, search, 0.0, seed, name) if search else None
+        self.search = searched(policy, env, search, 0.0, seed, name, c) if search else None
 
     def move(self, env: Any, obs: Any) -> tuple[int, float]:
         """(move, value estimate for the agent) in the env's position."""
@@ -65,7 +66,7 @@ def play_game(run: str, search: int = 0, first: bool = False, policy: str | None
                              f"{saved['env']} has none (openspiel:<game>, or PettingZoo's "
                              "connect four and tic-tac-toe).")
         pid = policy or MAIN
-        agent = Agent(load_player(ckpt, pid), env, search, seed, pid)
+        agent = Agent(load_player(ckpt, pid), env, search, seed, pid, exploration(ckpt))
         return _game(env, agent, env.possible_agents[0 if first else 1], seed, ask, console)
     finally:
         env.close()

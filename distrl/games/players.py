@@ -27,7 +27,8 @@ from distrl.games.search import Node, expand_roots, search, search_game
 from distrl.games.tabular import TablePolicy, has_table, load_table
 
 PUCT_C = 1.5
-"""PUCT's exploration constant at play time (AlphaZeroConfig.puct_c's default)."""
+"""PUCT's exploration constant at play time for runs that saved none (a league's);
+AlphaZeroConfig.puct_c's default."""
 MAIN = "main_0"
 """A game run's main agent: what plays unless a policy id is named."""
 
@@ -36,15 +37,17 @@ class SearchPlayer:
     """A network choosing each move by ``simulations`` PUCT simulations from the seat's
     position, all seats' searches side by side (their leaves in one batch). A bot:
     MatchLoop hands it the seats' envs. ``temperature`` 0 plays the most visited move;
-    above 0, a move drawn with probability proportional to visits^(1 / temperature)."""
+    above 0, a move drawn with probability proportional to visits^(1 / temperature).
+    ``c``: PUCT's exploration constant (an AlphaZero run's own: ``puct_c``)."""
 
     bot = True
     version = 0
     recurrent = False
 
     def __init__(self, policy: ActingPolicy, simulations: int, temperature: float = 0.0,
-                 seed: int = 0, name: str = "search"):
+                 seed: int = 0, name: str = "search", c: float = PUCT_C):
         self.policy, self.simulations, self.temperature = policy, simulations, temperature
+        self.c = c
         self.name, self.rng = name, np.random.default_rng(seed)
 
     def choose(self, states: list[Any], observe: Callable[[list[Any]], np.ndarray]
@@ -59,7 +62,7 @@ class SearchPlayer:
 
         roots = [Node(state.clone()) for state in states]
         expand_roots(roots, evaluate)
-        search(roots, evaluate, self.simulations, PUCT_C)
+        search(roots, evaluate, self.simulations, self.c)
         return [(self._pick(root.policy()), root.value()) for root in roots]
 
     def _pick(self, visits: np.ndarray) -> int:
@@ -75,7 +78,7 @@ class SearchPlayer:
 
 
 def searched(policy: Any, env: Any, simulations: int, temperature: float = 0.0,
-             seed: int = 0, name: str = "search") -> SearchPlayer:
+             seed: int = 0, name: str = "search", c: float = PUCT_C) -> SearchPlayer:
     """``policy`` searching ``simulations`` times a move in games like ``env``; a one-line
     ValueError where it cannot: a game search does not cover (chance, hidden information,
     more than two players, no OpenSpiel state), or a policy without a value head."""
@@ -87,7 +90,14 @@ def searched(policy: Any, env: Any, simulations: int, temperature: float = 0.0,
                          "histories; play it without search.")
     game = search_game(env)  # resets env
     env.observe_states([game.new_initial_state()])  # a twin without its observation: refused
-    return SearchPlayer(policy, simulations, temperature, seed, name)
+    return SearchPlayer(policy, simulations, temperature, seed, name, c)
+
+
+def exploration(ckpt: Checkpoint) -> float:
+    """The PUCT constant a saved run searches with: an AlphaZero run's own ``puct_c``
+    (its self-play searched with it, so its priors and values are calibrated to it);
+    PUCT_C for a league, which never searched."""
+    return float(ckpt.algo_config().get("puct_c", PUCT_C)) if ckpt.algo == "alphazero" else PUCT_C
 
 
 def run_player(rival: Opponent, env: Any, seed: int = 0) -> Any:
@@ -110,7 +120,7 @@ def run_player(rival: Opponent, env: Any, seed: int = 0) -> Any:
     except ValueError as err:
         raise ValueError(f"opponent {rival.spec!r}: {err}") from None
     if rival.search:
-        return searched(player, env, rival.search, 0.0, seed, rival.spec)
+        return searched(player, env, rival.search, 0.0, seed, rival.spec, exploration(ckpt))
     return player
 
 

@@ -20,7 +20,7 @@ from distrl.games.games import make_multiagent_env, split_obs
 from distrl.games.matches import MatchLoop, MatchResult
 from distrl.games.nash import MAX_STATES, table_nash_conv, tabulate, tree_size
 from distrl.games.opponents import Opponent, parse_opponent
-from distrl.games.players import run_player, searched
+from distrl.games.players import exploration, run_player, searched
 from distrl.games.policies import RANDOM, LocalPolicy, RandomPolicy, make_bot
 from distrl.games.tabular import AVERAGE, TablePolicy, has_table, load_table
 from distrl.models.config import ModelConfig
@@ -209,7 +209,7 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0",
     policies = _saved_policies(ckpt, game, env_config, {policy, opponent}, seed)
     if search:
         policies[policy] = _probed(game, env_config, seed, lambda probe: searched(
-            policies[policy], probe, search, temperature, seed, policy))
+            policies[policy], probe, search, temperature, seed, policy, exploration(ckpt)))
     greedy = set() if stochastic else {policy, opponent} - {RANDOM}
     results = play_matches(game, env_config, policies, greedy, policy, opponent,
                            games, seed, opening_moves)
