@@ -1,0 +1,53 @@
+"""AlphaZero's benches: the ladder names every rate it promises (the network alone and
+searched, against every rung, with the right opponent and search), and the speed
+bench's profile puts each function in the part of the work it belongs to."""
+
+import argparse
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).parents[2] / "bench"
+sys.path.append(str(BENCH))  # the benches import their neighbours by name
+
+import alphazero_ladder as ladder_bench  # noqa: E402
+import alphazero_speed as speed_bench  # noqa: E402
+
+
+def test_ladder_names_every_rate_and_plays_each_rung_as_asked(monkeypatch):
+    played = []
+
+    def rung(checkpoint, opponent, games, seed, opening_moves, search):
+        played.append((opponent, search, games, opening_moves))
+        return {"win_rate": 0.5, "draw_rate": 0.25, "loss_rate": 0.25, "distinct_games": 7}
+
+    monkeypatch.setattr(ladder_bench, "rung", rung)
+    args = argparse.Namespace(search=200, games=6, opening_moves=2)
+    out = ladder_bench.ladder("run", args, 0)
+    wins = {k for k in out if k.startswith("win_rate_")}
+    assert wins == {f"win_rate_{p}_vs_{r}" for p in ("net", "search200")
+                    for r in ("random", "oneply", "mcts200", "mcts1000", "alphabeta5")}
+    assert out["distinct_games_search200_vs_mcts1000"] == 7
+    specs = ["random", "board_bots:oneply", "mcts:200", "mcts:1000", "board_bots:alphabeta5"]
+    assert played == [(s, n, 6, 2) for n in (0, 200) for s in specs]
+
+
+def test_ladder_mean_over_seeds():
+    rows = [{"seed": 0, "win_rate_net_vs_random": 1.0, "per": "x"},
+            {"seed": 1, "win_rate_net_vs_random": 0.5, "per": "y"}]
+    assert ladder_bench.mean(rows) == {"seed": 0.5, "win_rate_net_vs_random": 0.75}
+
+
+def test_speed_profile_parts():
+    part = speed_bench.part
+    observe = ("/x/distrl/games/games.py", 10, "observe_states")
+    array = ("~", 0, "<built-in method numpy.array>")
+    # pstats rows: (calls, primitive calls, own time, cumulative time, callers)
+    stats = {array: (1, 1, 0.1, 0.1, {observe: (1, 1, 0.1, 0.1)}),
+             observe: (1, 1, 0.1, 0.2, {})}
+    assert part(("~", 0, "<built-in method torch.conv2d>")) == "network"
+    assert part(("/x/distrl/alphazero/self_play.py", 5, "evaluate")) == "network"
+    assert part(("/x/distrl/games/search.py", 60, "select")) == "tree"
+    assert part(("~", 0, "<method 'clone' of 'pyspiel.State' objects>")) == "game"
+    assert part(("~", 0, "<built-in method pyspiel.observation_tensor>")) == "observe"
+    assert part(array, stats) == "observe"  # a numpy built-in counts for its caller
+    assert part(array) == "other"
