@@ -75,8 +75,11 @@ def ttt_check(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     shutil.rmtree(logdir, ignore_errors=True)
     config = AlphaZeroConfig(model=ModelConfig(hiddens=(64, 64), activation="relu",
                                                vf_share_layers=True),
-                             num_games=32, num_simulations=25, learning_starts=512,
-                             train_batch_size=128, moves_per_iteration=256, eval_interval=0)
+                             num_games=32, num_simulations=50, learning_starts=512,
+                             train_batch_size=128, moves_per_iteration=256, eval_interval=0,
+                             # Two sampled moves, not ten (a whole game here): the outcomes
+                             # must be those of good play for the value head to learn them.
+                             temperature_moves=2, value_target_mix=0.5)
     result = train_alphazero(config, RunConfig(env=TTT_ENV, seed=seed, max_env_steps=10**9,
                                                max_time_s=args.ttt_train_s,
                                                logdir=str(logdir), progress=False))
