@@ -151,7 +151,9 @@ def test_a_hung_worker_is_named_and_replaced(ray_local, tmp_path, capfd):
 
 def test_worker_that_cannot_start_fails_fast_with_its_message(ray_local, tmp_path):
     t0 = time.perf_counter()
-    with pytest.raises(RuntimeError, match=r"ddppo_workers [01] failed to start: .*cannot start"):
+    # The env's own error, one line naming its file:line (EnvError), not the worker's.
+    with pytest.raises(RuntimeError, match=r"raised RuntimeError: this env cannot start here "
+                                           r"\(test\) at .*fakes\.py:\d+"):
         make_group(broken_in_one_process(str(tmp_path)))
     assert time.perf_counter() - t0 < SMALL.collective_timeout_s  # no wait for a timeout
 
