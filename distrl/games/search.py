@@ -17,6 +17,7 @@ sign on the way up wherever the player to move differs from the leaf's.
 
 from __future__ import annotations
 
+import gc
 import math
 from collections.abc import Callable
 from typing import Any
@@ -31,63 +32,81 @@ Evaluate = Callable[[list[Any]], tuple[np.ndarray, np.ndarray]]
 class Node:
     """One position: its state, the player to move and, once expanded, its edges.
 
-    Edge statistics are Python lists, not numpy arrays: with a handful of moves a
-    numpy call costs more than the loop it replaces, and a simulation makes a dozen."""
+    Edges are compact: entry i of each edge list belongs to the legal move ``legal[i]``
+    (only the legal moves, so the search's loops skip no illegal ones). They are Python
+    lists, not numpy arrays: with a handful of moves a numpy call costs more than the
+    loop it replaces, and a simulation makes a dozen. ``prior``, ``visits``,
+    ``value_sum`` and ``children`` give them by action, for readers."""
 
-    __slots__ = ("children", "legal", "player", "prior", "state", "total", "value_sum",
-                 "visits")
+    __slots__ = ("edge_child", "edge_mean", "edge_prior", "edge_sum", "edge_visits",
+                 "legal", "num_actions", "player", "state", "total")
 
     def __init__(self, state: Any):
         self.state = state
         self.player = state.current_player()
-        self.prior: list[float] | None = None
-        self.children: dict[int, Node] = {}
+        self.legal: list[int] | None = None
 
     @property
     def expanded(self) -> bool:
-        return self.prior is not None
+        return self.legal is not None
 
     def expand(self, probs: list[float]) -> None:
         """Priors: the network's move probabilities renormalised over the legal moves."""
         self.legal = legal = self.state.legal_actions()
-        mass = sum([probs[a] for a in legal])
-        self.prior = prior = [0.0] * len(probs)
-        for a in legal:
-            prior[a] = probs[a] / mass if mass > 0 else 1 / len(legal)
-        self.visits = [0] * len(probs)
-        self.value_sum = [0.0] * len(probs)
+        prior = [probs[a] for a in legal]
+        mass = sum(prior)
+        self.edge_prior = ([p / mass for p in prior] if mass > 0
+                           else [1 / len(legal)] * len(legal))
+        self.edge_visits = [0] * len(legal)
+        self.edge_sum = [0.0] * len(legal)
+        # edge_sum / edge_visits (0 unvisited), kept by the backup for speed: the
+        # choice of move, which reads every edge, then divides nothing.
+        self.edge_mean = [0.0] * len(legal)
+        self.edge_child: list[Node | None] = [None] * len(legal)
+        self.num_actions = len(probs)
         self.total = 0
 
-    def select(self, c: float) -> int:
-        """The legal move with the highest PUCT score: mean value (0 unvisited) plus
-        c * prior * sqrt(parent visits) / (1 + visits)."""
-        scale = c * math.sqrt(self.total + 1)
-        visits, value_sum, prior = self.visits, self.value_sum, self.prior  # the hot loop
-        best, best_score = -1, -math.inf
-        for a in self.legal:
-            n = visits[a]
-            score = (value_sum[a] / n if n else 0.0) + scale * prior[a] / (1 + n)
-            if score > best_score:
-                best, best_score = a, score
-        return best
-
     def child(self, action: int) -> Node:
-        node = self.children.get(action)
+        """The position after ``action``, a legal move of this expanded node."""
+        i = self.legal.index(action)
+        node = self.edge_child[i]
         if node is None:
-            state = self.state.clone()
-            state.apply_action(action)
-            node = self.children[action] = Node(state)
+            node = self.edge_child[i] = Node(self.state.child(action))
         return node
 
     def value(self) -> float:
         """The searched value for the player to move: the mean of all values backed up
         through the node's edges (0 before any)."""
-        return sum(self.value_sum) / self.total if self.expanded and self.total else 0.0
+        return sum(self.edge_sum) / self.total if self.expanded and self.total else 0.0
 
     def policy(self) -> np.ndarray:
         """The root's visit distribution: the search's improved policy."""
         visits = np.asarray(self.visits, np.float64)
         return visits / visits.sum()
+
+    @property
+    def prior(self) -> list[float] | None:
+        return self._by_action(self.edge_prior, 0.0) if self.expanded else None
+
+    @property
+    def visits(self) -> list[int]:
+        return self._by_action(self.edge_visits, 0)
+
+    @property
+    def value_sum(self) -> list[float]:
+        return self._by_action(self.edge_sum, 0.0)
+
+    @property
+    def children(self) -> dict[int, Node]:
+        if not self.expanded:
+            return {}
+        return {a: c for a, c in zip(self.legal, self.edge_child, strict=True) if c is not None}
+
+    def _by_action(self, edges: list, zero: float) -> list:
+        full = [zero] * self.num_actions
+        for a, x in zip(self.legal, edges, strict=True):
+            full[a] = x
+        return full
 
 
 def softmax(logits: np.ndarray) -> list[list[float]]:
@@ -100,8 +119,8 @@ def add_noise(root: Node, alpha: float, fraction: float, rng: np.random.Generato
     """Mix Dirichlet(alpha) noise into an expanded root's legal priors, so self-play
     tries moves the network rates low."""
     noise = rng.dirichlet([alpha] * len(root.legal))
-    for a, eta in zip(root.legal, noise.tolist(), strict=True):
-        root.prior[a] = (1 - fraction) * root.prior[a] + fraction * eta
+    root.edge_prior = [(1 - fraction) * p + fraction * eta
+                       for p, eta in zip(root.edge_prior, noise.tolist(), strict=True)]
 
 
 def expand_roots(roots: list[Node], evaluate: Evaluate) -> None:
@@ -115,7 +134,21 @@ def expand_roots(roots: list[Node], evaluate: Evaluate) -> None:
 
 def search(roots: list[Node], evaluate: Evaluate, simulations: int, c: float) -> None:
     """``simulations`` simulations from each (expanded, non-terminal) root; each round
-    walks every root's tree to a leaf and evaluates the new leaves in one batch."""
+    walks every root's tree to a leaf and evaluates the new leaves in one batch.
+
+    Python's cyclic garbage collector pauses meanwhile, for speed: it would rescan the
+    growing trees every few hundred new nodes (a fifth of the search's time in
+    self-play). The trees hold no reference cycles: reference counting frees them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _simulate(roots, evaluate, simulations, c)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _simulate(roots: list[Node], evaluate: Evaluate, simulations: int, c: float) -> None:
     for _ in range(simulations):
         walks = [_descend(root, c) for root in roots]
         leaves = [leaf for _, leaf, _ in walks if leaf is not None]
@@ -123,37 +156,51 @@ def search(roots: list[Node], evaluate: Evaluate, simulations: int, c: float) ->
             logits, values = evaluate([leaf.state for leaf in leaves])
             probs, values = softmax(logits), values.tolist()
         k = 0
-        for path, leaf, terminal in walks:
+        for path, leaf, returns in walks:
             if leaf is None:
-                _backup(path, terminal)
+                _backup(path, returns)
                 continue
             leaf.expand(probs[k])
             value = min(max(values[k], -1.0), 1.0)
             k += 1
-            _backup(path, lambda player, v=value, me=leaf.player: v if player == me else -v)
+            # The leaf's value by player (two): its mover's value, and minus it.
+            _backup(path, (value, -value) if leaf.player == 0 else (-value, value))
 
 
 def _descend(root: Node, c: float) -> tuple[list[tuple[Node, int]], Node | None, Any]:
-    """The path from ``root`` to a new leaf (returned to be evaluated) or to a terminal
-    state (its returns, to back up)."""
-    node, path = root, []
+    """The path (node, edge index) from ``root`` to a new leaf (returned to be
+    evaluated) or to a terminal state (its returns, to back up).
+
+    The hot loop of the search, written for speed: the PUCT choice is inline, as one
+    list of scores and C-level max and index (the first best move wins, as a plain
+    loop's strict comparison would). Each edge scores its mean value (0 unvisited)
+    plus c * prior * sqrt(parent visits) / (1 + visits)."""
+    node, path, sqrt = root, [], math.sqrt
     while True:
-        action = node.select(c)
-        path.append((node, action))
-        child = node.child(action)
+        scale = c * sqrt(node.total + 1)
+        scores = [q + scale * p / (1 + n)
+                  for q, p, n in zip(node.edge_mean, node.edge_prior, node.edge_visits,
+                                     strict=True)]
+        i = scores.index(max(scores))
+        path.append((node, i))
+        child = node.edge_child[i]
+        if child is None:
+            child = node.edge_child[i] = Node(node.state.child(node.legal[i]))
         if child.player < 0:  # terminal: no chance nodes here, so no other negative player
-            returns = child.state.returns()
-            return path, None, lambda player, r=returns: r[player]
-        if not child.expanded:
+            return path, None, child.state.returns()
+        if child.legal is None:
             return path, child, None
         node = child
 
 
-def _backup(path: list[tuple[Node, int]], value_for: Callable[[int], float]) -> None:
-    for node, action in path:
-        node.visits[action] += 1
+def _backup(path: list[tuple[Node, int]], values: Any) -> None:
+    """Add ``values[player]`` (the value for the player to move at each node) to the
+    path's edges."""
+    for node, i in path:
+        n = node.edge_visits[i] = node.edge_visits[i] + 1
         node.total += 1
-        node.value_sum[action] += value_for(node.player)
+        total = node.edge_sum[i] = node.edge_sum[i] + values[node.player]
+        node.edge_mean[i] = total / n
 
 
 def search_game(env: Any) -> Any:
