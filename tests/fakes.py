@@ -1,6 +1,7 @@
 """Small deterministic envs and samples for tests."""
 
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -227,3 +228,16 @@ def quiet_run(logdir, **kw):
     from distrl.core.config import RunConfig
 
     return RunConfig(**{"logdir": str(logdir), "progress": False, **kw})
+
+
+# A user's own env module (tests/envmods/distrl_user_envs.py) and the line of its bug.
+ENVMODS = Path(__file__).parent / "envmods"
+USER_FILE = ENVMODS / "distrl_user_envs.py"
+BUG_LINE = next(i for i, line in enumerate(USER_FILE.read_text().splitlines(), 1)
+                if line.endswith("# BUG"))
+
+
+def with_user_envs(monkeypatch) -> None:
+    """The user's env module importable, and errors in their short (not --debug) form."""
+    monkeypatch.syspath_prepend(str(ENVMODS))
+    monkeypatch.delenv("DISTRL_DEBUG", raising=False)

@@ -4,18 +4,16 @@ Supervisor and its share played again by the replacement."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import ray
 
 from distrl.alphazero.self_play import SelfPlayer
 from distrl.core.config import RunConfig
 from distrl.runtime.cluster import init_ray, release_ray
-from distrl.runtime.supervisor import MakeKwargs, Supervisor
+from distrl.runtime.supervisor import MakeKwargs, SupervisedGroup, Supervisor
 
 
-class RaySelfPlayers:
+class RaySelfPlayers(SupervisedGroup):
     """N remote SelfPlayers under one Supervisor, on the Ray this joins or starts
     (ray_start_s: the seconds that took)."""
 
@@ -37,10 +35,3 @@ class RaySelfPlayers:
         ref = ray.put(weights)
         games = self.sup.call_all(lambda i, a: a.play.remote(ref, rounds))
         return [game for share in games.values() for game in share]
-
-    def metrics(self) -> dict[str, Any]:
-        return self.sup.metrics()
-
-    def close(self) -> None:
-        self.sup.close()
-        release_ray()

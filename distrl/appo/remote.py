@@ -20,8 +20,14 @@ import ray
 from distrl.core.config import RunConfig
 from distrl.core.types import Fragment
 from distrl.ppo.env_runner import EnvRunner, Weights
-from distrl.runtime.cluster import release_ray
-from distrl.runtime.supervisor import Fault, MakeKwargs, Supervisor, cause, last_line
+from distrl.runtime.supervisor import (
+    Fault,
+    MakeKwargs,
+    SupervisedGroup,
+    Supervisor,
+    cause,
+    last_line,
+)
 from distrl.store.policy_cache import FlatLayout, PolicySpec, flatten_arrays
 from distrl.store.remote import PolicyReader, own_store, wait
 
@@ -56,7 +62,7 @@ class StoreRunner:
         self.runner.set_state(state)
 
 
-class RaySampler:
+class RaySampler(SupervisedGroup):
     """N StoreRunners under one Supervisor, kept busy; fragments handed out in arrival
     order. The Ray twin of appo.sampler.ThreadSampler."""
 
@@ -117,21 +123,11 @@ class RaySampler:
         self.ready.extendleft(reversed(pending))
         self._launch()
 
-    def metrics(self) -> dict[str, float]:
-        return self.sup.metrics()
-
-    def get_states(self) -> list:
-        return self.sup.get_states()
-
-    def set_states(self, states: list) -> None:
-        self.sup.set_states(states)
-
     def close(self) -> None:
         try:
-            self.sup.close()
             ray.kill(self.store)  # its followers and the weights go with it
         finally:
-            release_ray()
+            super().close()
 
     def _launch(self, want: int = 0) -> None:
         """Requests up to max_queued per runner in flight, and fragments waiting or in

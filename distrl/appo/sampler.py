@@ -11,7 +11,7 @@ import threading
 from typing import Protocol
 
 from distrl.core.types import Fragment
-from distrl.ppo.env_runner import EnvRunner, Weights
+from distrl.ppo.env_runner import EnvRunner, InProcessGroup, Weights
 
 
 class Sampler(Protocol):
@@ -39,7 +39,7 @@ class Sampler(Protocol):
     def close(self) -> None: ...
 
 
-class ThreadSampler:
+class ThreadSampler(InProcessGroup):
     """One EnvRunner sampling fragments continuously, in a thread, with the newest
     weights published."""
 
@@ -113,15 +113,6 @@ class ThreadSampler:
         if self._error is not None:
             err, self._error = self._error, None
             raise err
-
-    def metrics(self) -> dict[str, float]:
-        return {}
-
-    def get_states(self) -> list:
-        return [self.runner.get_state()]
-
-    def set_states(self, states: list) -> None:
-        self.runner.set_state(states[0])
 
     def close(self) -> None:
         self.pause()

@@ -46,8 +46,7 @@ from distrl.ddppo.shm_allreduce import ShmAllReduce, ShmUnavailable, shm_support
 from distrl.models.recurrent import actor_critic
 from distrl.ppo.env_runner import EnvRunner
 from distrl.ppo.loss import ppo_update
-from distrl.runtime.cluster import release_ray
-from distrl.runtime.supervisor import Fault, MakeKwargs, Supervisor
+from distrl.runtime.supervisor import Fault, MakeKwargs, SupervisedGroup, Supervisor
 
 
 @dataclass
@@ -254,7 +253,7 @@ class DDPPOWorker:
         self.generator.set_state(state[1])
 
 
-class DDPPOWorkerGroup:
+class DDPPOWorkerGroup(SupervisedGroup):
     """The driver's handle on the workers: forms the group, runs rounds, and replaces a
     worker that dies or hangs (the survivors roll back to the round's start, a new
     worker gets their state, the group re-forms and the round is taken again)."""
@@ -331,16 +330,3 @@ class DDPPOWorkerGroup:
     def learner_state(self) -> LearnerState:
         rank0 = self.sup.actors[0]
         return self.sup.wait_all("send its state", {0: rank0.learner_state.remote()})[0]
-
-    def metrics(self) -> dict[str, float]:
-        return self.sup.metrics()
-
-    def get_states(self) -> list:
-        return self.sup.get_states()
-
-    def set_states(self, states: list) -> None:
-        self.sup.set_states(states)
-
-    def close(self) -> None:
-        self.sup.close()
-        release_ray()

@@ -156,7 +156,23 @@ def gae_rollout(traj: Trajectory, last_values: np.ndarray, gamma: float, lambda_
     )
 
 
-class LocalRunnerGroup:
+class InProcessGroup:
+    """A group of one in-process EnvRunner (``runner``), the twin of a Ray group: no
+    restarts to count, one runner state to checkpoint."""
+
+    runner: EnvRunner
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+    def get_states(self) -> list:
+        return [self.runner.get_state()]
+
+    def set_states(self, states: list) -> None:
+        self.runner.set_state(states[0])
+
+
+class LocalRunnerGroup(InProcessGroup):
     """The in-process twin of ppo.remote.RayRunnerGroup: one runner, no Ray. With
     ``threaded``, a launched sample runs in a thread beside the learner (PPO's overlap;
     torch releases the GIL in its kernels, as do envs stepped in C)."""
@@ -190,15 +206,6 @@ class LocalRunnerGroup:
         """The launched sample, waiting for it; raises the runner's error."""
         call, self._next = self._next, None
         return call()
-
-    def metrics(self) -> dict[str, float]:
-        return {}
-
-    def get_states(self) -> list:
-        return [self.runner.get_state()]
-
-    def set_states(self, states: list) -> None:
-        self.runner.set_state(states[0])
 
     def close(self) -> None:
         if self._pool is not None:

@@ -10,11 +10,10 @@ import ray
 from distrl.core.config import RunConfig
 from distrl.core.types import Rollout
 from distrl.ppo.env_runner import EnvRunner, Weights
-from distrl.runtime.cluster import release_ray
-from distrl.runtime.supervisor import MakeKwargs, Supervisor
+from distrl.runtime.supervisor import MakeKwargs, SupervisedGroup, Supervisor
 
 
-class RayRunnerGroup:
+class RayRunnerGroup(SupervisedGroup):
     """N remote EnvRunners under one Supervisor."""
 
     def __init__(self, make_kwargs: MakeKwargs, num_runners: int, num_cpus: float,
@@ -56,17 +55,3 @@ class RayRunnerGroup:
             results.update(done)
             futures = {i: call(i, a) for i, a in self.sup.replace_all(faults).items()}
         return [results[i] for i in sorted(results)]
-
-    def metrics(self) -> dict[str, float]:
-        return self.sup.metrics()
-
-    def get_states(self) -> list:
-        return self.sup.get_states()
-
-    def set_states(self, states: list) -> None:
-        self.sup.set_states(states)
-
-    def close(self) -> None:
-        self.sup.close()
-        release_ray()
-

@@ -20,7 +20,7 @@ from typing import Any
 import ray
 
 from distrl.core.env_errors import EnvError
-from distrl.runtime.cluster import actor_class
+from distrl.runtime.cluster import actor_class, release_ray
 from distrl.runtime.placement import Placement
 
 MakeKwargs = Callable[[int, int], dict[str, Any]]  # (slot, restart count) -> constructor kwargs
@@ -219,6 +219,29 @@ class Supervisor:
             ray.kill(a)
         if self.placement:
             self.placement.remove()
+
+
+class SupervisedGroup:
+    """A driver-side group of actors that one Supervisor (``sup``) keeps: its restart
+    counts, its actors' checkpoint states and its shutdown are the supervisor's, and
+    closing it ends the Ray this run started."""
+
+    sup: Supervisor
+
+    def metrics(self) -> dict[str, float]:
+        return self.sup.metrics()
+
+    def get_states(self) -> list[Any]:
+        return self.sup.get_states()
+
+    def set_states(self, states: list[Any]) -> None:
+        self.sup.set_states(states)
+
+    def close(self) -> None:
+        try:
+            self.sup.close()
+        finally:
+            release_ray()
 
 
 def died(err: Any) -> bool:

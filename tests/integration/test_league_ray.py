@@ -241,7 +241,10 @@ def learner_threads(players) -> int:
     return ray.get(learner.__ray_call__.remote(lambda _: torch.get_num_threads()))
 
 
-def test_a_dead_league_learner_is_restarted_from_its_published_weights(ray_local, tmp_path):
+@pytest.fixture
+def restartable_league(ray_local, tmp_path):
+    """A league run one iteration in, each group allowed one restart, 2 torch threads
+    a learner."""
     from distrl.league.train import start_league
 
     league_run = start_league(CONFIG, RunConfig(env=GAME, logdir=str(tmp_path),
@@ -249,65 +252,61 @@ def test_a_dead_league_learner_is_restarted_from_its_published_weights(ray_local
                                                 num_torch_threads=2))
     try:
         league_run.iterate()
-        players = league_run.workers
-        assert learner_threads(players) == 2  # the run's num_torch_threads, not one
-        before = players.module("main_0").state_dict()
-        steps = players.env_steps()["main_0"]
-        saved = players.get_state()["trainers"]["main_0"]  # what a checkpoint holds
-        kill(players.learners.get("main_0")[0])
-        assert players.env_steps()["main_0"] == steps  # restarted, its steps restored
-        restored = players.get_state()["trainers"]["main_0"]  # and its trainer state
-        assert restored["kl_coeff"] == saved["kl_coeff"]
-        adam, got = saved["optimizer"]["state"], restored["optimizer"]["state"]
-        assert adam and all(torch.equal(adam[i]["exp_avg_sq"], got[i]["exp_avg_sq"])
-                            for i in adam)
-        for k, v in players.module("main_0").state_dict().items():  # republished as it was
-            torch.testing.assert_close(v, before[k], rtol=0, atol=0)
-        metrics = league_run.iterate()  # and the league goes on
-        assert metrics["faults/restarts/league_learners"] == 1
-        assert learner_threads(players) == 2
-        assert players.env_steps()["main_0"] > steps
-        kill(players.learners.get("main_0")[0])
-        with pytest.raises(RuntimeError, match="already restarted 1 times"):
-            players.env_steps()
+        assert learner_threads(league_run.workers) == 2  # the run's num_torch_threads
+        yield league_run
     finally:
         league_run.close()
 
 
-def test_a_lost_policy_store_and_replay_actor_are_rebuilt(ray_local, tmp_path):
+def test_a_dead_league_learner_is_restarted_from_its_published_weights(restartable_league):
+    league_run = restartable_league
+    players = league_run.workers
+    before = players.module("main_0").state_dict()
+    steps = players.env_steps()["main_0"]
+    saved = players.get_state()["trainers"]["main_0"]  # what a checkpoint holds
+    kill(players.learners.get("main_0")[0])
+    assert players.env_steps()["main_0"] == steps  # restarted, its steps restored
+    restored = players.get_state()["trainers"]["main_0"]  # and its trainer state
+    assert restored["kl_coeff"] == saved["kl_coeff"]
+    adam, got = saved["optimizer"]["state"], restored["optimizer"]["state"]
+    assert adam and all(torch.equal(adam[i]["exp_avg_sq"], got[i]["exp_avg_sq"])
+                        for i in adam)
+    for k, v in players.module("main_0").state_dict().items():  # republished as it was
+        torch.testing.assert_close(v, before[k], rtol=0, atol=0)
+    metrics = league_run.iterate()  # and the league goes on
+    assert metrics["faults/restarts/league_learners"] == 1
+    assert learner_threads(players) == 2
+    assert players.env_steps()["main_0"] > steps
+    kill(players.learners.get("main_0")[0])
+    with pytest.raises(RuntimeError, match="already restarted 1 times"):
+        players.env_steps()
+
+
+def test_a_lost_policy_store_and_replay_actor_are_rebuilt(restartable_league):
     """The store dies with the weights it owned: learners publish theirs again, and the
     frozen snapshots (owned by the driver) are listed again, unchanged; a lost replay
     actor is replaced and its learners take from the new one. Each counts a restart;
     one more death than max_restarts stops the run with its own line."""
-    from distrl.league.train import start_league
-
-    league_run = start_league(CONFIG, RunConfig(env=GAME, logdir=str(tmp_path),
-                                                progress=False, max_restarts=1,
-                                                num_torch_threads=2))
-    try:
+    league_run = restartable_league
+    players = league_run.workers
+    players.freeze("main_0", "probe")
+    probe = players.module("probe").state_dict()
+    steps = players.env_steps()
+    kill(players.learners.head)
+    kill(players.learners.shards[0].replay)
+    metrics = league_run.iterate()  # the runners find both dead, and the league goes on
+    assert metrics["faults/restarts/policy_store"] == 1
+    assert metrics["faults/restarts/league_replays"] == 1
+    assert metrics["faults/restarts/match_runners"] == 0  # not blamed for the loss
+    assert metrics["faults/restarts/league_learners"] == 0
+    assert all(players.env_steps()[pid] > n for pid, n in steps.items())  # all trained
+    versions = ray.get(players.learners.head.versions.remote())
+    assert {"probe", *steps} <= set(versions)
+    for k, v in players.module("probe").state_dict().items():
+        torch.testing.assert_close(v, probe[k], rtol=0, atol=0)
+    kill(players.learners.head)
+    with pytest.raises(RuntimeError, match="policy_store died; it was already restarted 1"):
         league_run.iterate()
-        players = league_run.workers
-        assert learner_threads(players) == 2  # the run's num_torch_threads, not one
-        players.freeze("main_0", "probe")
-        probe = players.module("probe").state_dict()
-        steps = players.env_steps()
-        kill(players.learners.head)
-        kill(players.learners.shards[0].replay)
-        metrics = league_run.iterate()  # the runners find both dead, and the league goes on
-        assert metrics["faults/restarts/policy_store"] == 1
-        assert metrics["faults/restarts/league_replays"] == 1
-        assert metrics["faults/restarts/match_runners"] == 0  # not blamed for the loss
-        assert metrics["faults/restarts/league_learners"] == 0
-        assert all(players.env_steps()[pid] > n for pid, n in steps.items())  # all trained
-        versions = ray.get(players.learners.head.versions.remote())
-        assert {"probe", *steps} <= set(versions)
-        for k, v in players.module("probe").state_dict().items():
-            torch.testing.assert_close(v, probe[k], rtol=0, atol=0)
-        kill(players.learners.head)
-        with pytest.raises(RuntimeError, match="policy_store died; it was already restarted 1"):
-            league_run.iterate()
-    finally:
-        league_run.close()
 
 
 def test_overlapped_learners_train_on_the_last_play_while_the_runners_play(ray_local, tmp_path):

@@ -4,7 +4,6 @@ an --env-config key named with the keys the env takes, eval on an env of other s
 named with both, and --max-episode-steps truncating class envs in training and eval."""
 
 import traceback
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -18,11 +17,8 @@ from distrl.core.env_errors import EnvError
 from distrl.core.evaluation import run_episodes
 from distrl.models.config import ModelConfig
 from distrl.ppo.env_runner import EnvRunner
+from tests.fakes import BUG_LINE, USER_FILE, with_user_envs
 
-ENVMODS = Path(__file__).parents[1] / "envmods"
-USER_FILE = ENVMODS / "distrl_user_envs.py"
-BUG_LINE = next(i for i, line in enumerate(USER_FILE.read_text().splitlines(), 1)
-                if line.endswith("# BUG"))
 SMALL = ["--train-batch-size", "64", "--minibatch-size", "32", "--num-epochs", "1",
          "--num-env-runners", "0", "--num-envs-per-env-runner", "2", "--max-env-steps", "64"]
 CFG = PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=1, num_env_runners=0,
@@ -31,8 +27,7 @@ CFG = PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=1, num_env_ru
 
 @pytest.fixture(autouse=True)
 def user_envs(monkeypatch):
-    monkeypatch.syspath_prepend(str(ENVMODS))
-    monkeypatch.delenv("DISTRL_DEBUG", raising=False)
+    with_user_envs(monkeypatch)
 
 
 def cli_error(*args) -> str:

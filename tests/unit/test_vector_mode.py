@@ -1,8 +1,6 @@
 """--vector-mode: async sub-envs in subprocesses step as sync ones do, a user env's error
 in one is still one line, and where async cannot apply it is refused."""
 
-from pathlib import Path
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -14,19 +12,15 @@ from distrl.apex.train import make_engine
 from distrl.core.env_errors import EnvError
 from distrl.core.envs import make_vec_env
 from distrl.ppo.train import runner_kwargs
+from tests.fakes import BUG_LINE, USER_FILE, with_user_envs
 
-ENVMODS = Path(__file__).parents[1] / "envmods"
-USER_FILE = ENVMODS / "distrl_user_envs.py"
-BUG_LINE = next(i for i, line in enumerate(USER_FILE.read_text().splitlines(), 1)
-                if line.endswith("# BUG"))
 CFG = PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=1, num_env_runners=0,
                 num_envs_per_env_runner=2)
 
 
 @pytest.fixture(autouse=True)
 def user_envs(monkeypatch):
-    monkeypatch.syspath_prepend(str(ENVMODS))
-    monkeypatch.delenv("DISTRL_DEBUG", raising=False)
+    with_user_envs(monkeypatch)
 
 
 def steps(vec, actions, seed=7):
