@@ -65,9 +65,10 @@ def test_search_takes_the_win_and_blocks_the_loss_the_bare_network_misses(moves,
         assert value > 0.5
 
 
-def test_pettingzoo_tic_tac_toe_is_searched_as_the_env_shows_it():
+@pytest.mark.parametrize("game", ["tictactoe_v3", "connect_four_v3"])
+def test_pettingzoo_games_are_searched_as_the_env_shows_them(game):
     """The network sees, in every searched twin position, PettingZoo's own observation."""
-    env = make_multiagent_env("pettingzoo:tictactoe_v3")
+    env = make_multiagent_env(f"pettingzoo:{game}")
     rng = np.random.default_rng(0)
     for game in range(20):
         obs, _ = env.reset(seed=game)
