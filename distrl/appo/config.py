@@ -55,7 +55,3 @@ class APPOConfig(PPOConfig):
         if self.model.use_lstm:
             raise ValueError("APPO's learner takes feed-forward policies: for use_lstm, "
                              "train with `distrl train ppo`.")
-        if self.normalize_rewards:
-            raise ValueError("APPO does not scale rewards (normalize_rewards): its runners "
-                             "sample with older statistics than the learner's. Use ppo, or "
-                             "scale rewards in an env wrapper.")

@@ -2,7 +2,9 @@
 every sampled step and re-score its action; V-trace (core.returns.vtrace) turns the
 importance ratios into off-policy value targets and policy-gradient advantages; PPO's
 clipped surrogate (ppo.loss.ppo_update) then trains on them, with the sampling policy's
-log-probs as the ratio's denominator (RLlib's APPO, Sample Factory).
+log-probs as the ratio's denominator (RLlib's APPO, Sample Factory). Reward scaling is
+the learner's too: runners send raw rewards, so a lagging runner never scales with
+statistics older than the learner's.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import torch
 from distrl.appo.config import APPOConfig
 from distrl.core.returns import vtrace
 from distrl.core.types import Fragment, PPOBatch, Rollout, to_tensor
+from distrl.ppo.env_runner import scale_rewards
 
 
 @torch.no_grad()
@@ -29,11 +32,13 @@ def learner_view(model: torch.nn.Module, frag: Fragment, device: torch.device
 
 
 def vtrace_rollout(model: torch.nn.Module, frag: Fragment, cfg: APPOConfig,
-                   device: torch.device) -> Rollout:
-    """One fragment's valid rows with V-trace advantages and value targets."""
+                   device: torch.device, reward_std: float = 1.0) -> Rollout:
+    """One fragment's valid rows with V-trace advantages and value targets (rewards
+    scaled by ``reward_std`` with normalize_rewards)."""
     logp, values = learner_view(model, frag, device)
+    rewards = scale_rewards(frag.rewards, reward_std) if cfg.normalize_rewards else frag.rewards
     targets, advantages = vtrace(
-        frag.rewards, values, frag.terminated, frag.truncated, logp - frag.logp, cfg.gamma,
+        rewards, values, frag.terminated, frag.truncated, logp - frag.logp, cfg.gamma,
         cfg.lambda_, cfg.vtrace_clip_rho, cfg.vtrace_clip_c, cfg.vtrace_clip_pg_rho)
     v = frag.valid
     return Rollout(obs=frag.obs[v], actions=frag.actions[v], logp=frag.logp[v],
@@ -46,8 +51,9 @@ def vtrace_rollout(model: torch.nn.Module, frag: Fragment, cfg: APPOConfig,
 
 
 def train_batch(model: torch.nn.Module, fragments: list[Fragment], cfg: APPOConfig,
-                device: torch.device) -> tuple[PPOBatch, Rollout]:
+                device: torch.device, reward_std: float = 1.0) -> tuple[PPOBatch, Rollout]:
     """The learner's batch from fragments (and their rows, for episode counts and the
     filters' statistics)."""
-    rollout = Rollout.concat([vtrace_rollout(model, f, cfg, device) for f in fragments])
+    rollout = Rollout.concat([vtrace_rollout(model, f, cfg, device, reward_std)
+                              for f in fragments])
     return PPOBatch.from_rollout(rollout, device, cfg.advantage_stats()), rollout

@@ -31,6 +31,7 @@ from distrl.core.loop import (
     save_run,
     start_run,
 )
+from distrl.models.filters import RunningStats, return_std, stats_from_json, stats_to_json
 from distrl.models.recurrent import actor_critic
 from distrl.ppo.env_runner import EnvRunner
 from distrl.ppo.loss import ppo_update, update_kl_coeff
@@ -53,6 +54,7 @@ def train_appo(config: APPOConfig | None = None, run: RunConfig | None = None, *
         generator = torch.Generator().manual_seed(run.seed)
         progress = start.progress()
         kl_coeff = start.algo_state().get("kl_coeff", config.kl_coeff)
+        returns = stats_from_json(start.algo_state().get("returns"))  # reward scaling
         if start.ckpt is not None:
             restore(start, learner, generator, sampler)
             sampler.resume(start.ckpt.trusted("appo", "pending.pkl")["fragments"])
@@ -62,9 +64,9 @@ def train_appo(config: APPOConfig | None = None, run: RunConfig | None = None, *
         raise
 
     def iterate() -> dict[str, Any]:
-        nonlocal kl_coeff
-        metrics, kl_coeff = _iteration(config, learner, sampler, progress, kl_coeff,
-                                       generator, device)
+        nonlocal kl_coeff, returns
+        metrics, kl_coeff, returns = _iteration(config, learner, sampler, progress, kl_coeff,
+                                                returns, generator, device)
         return metrics
 
     def save() -> Path:
@@ -74,7 +76,8 @@ def train_appo(config: APPOConfig | None = None, run: RunConfig | None = None, *
                             policy_files(model.state_dict(), obs_space, act_space, config.model),
                             {"optimizer": learner.get_state()["optimizer"],
                              "generator": generator.get_state()},
-                            sampler.get_states(), {"kl_coeff": kl_coeff},
+                            sampler.get_states(),
+                            {"kl_coeff": kl_coeff, "returns": stats_to_json(returns)},
                             {"appo": {"pending.pkl": {"fragments": pending}}})
         finally:
             sampler.resume(pending)
@@ -84,20 +87,24 @@ def train_appo(config: APPOConfig | None = None, run: RunConfig | None = None, *
 
 
 def _iteration(config: APPOConfig, learner: Learner, sampler: Sampler, p: Progress,
-               kl_coeff: float, generator: torch.Generator, device: torch.device
-               ) -> tuple[dict[str, Any], float]:
+               kl_coeff: float, returns: RunningStats, generator: torch.Generator,
+               device: torch.device) -> tuple[dict[str, Any], float, RunningStats]:
     t0 = time.perf_counter()
     fragments = sampler.take(max(config.num_env_runners, 1))
     t1 = time.perf_counter()
     lag = float(np.mean([p.iteration - f.weights_version for f in fragments]))
     learner.set_lr(config.lr_at(p.env_steps))
     entropy_coeff = config.entropy_coeff_at(p.env_steps)
-    batch, rollout = train_batch(learner.model, fragments, config, device)
+    reward_std = return_std(returns)
+    batch, rollout = train_batch(learner.model, fragments, config, device, reward_std)
     metrics = ppo_update(learner, batch, config, kl_coeff, entropy_coeff, generator)
     new_kl_coeff = (update_kl_coeff(kl_coeff, metrics["kl"], config.kl_target)
                     if config.use_kl_loss else kl_coeff)
+    # After the update, as PPO: the batch was learned with the statistics before it.
     if "obs" in rollout.stats:
         learner.model.update_obs_filter(rollout.stats["obs"])
+    if "returns" in rollout.stats:
+        returns = returns.merge(rollout.stats["returns"])
     out = p.add(rollout.env_steps, rollout.episode_returns, rollout.episode_lengths)
     if p.iteration % config.broadcast_interval == 0:
         sampler.publish(learner.weights(), p.iteration)
@@ -114,7 +121,8 @@ def _iteration(config: APPOConfig, learner: Learner, sampler: Sampler, p: Progre
         "learner/lr": config.lr_at(p.env_steps),
         "learner/entropy_coeff": entropy_coeff,
         "learner/batch_size": len(batch),
-    }, new_kl_coeff
+        "learner/reward_std": reward_std,
+    }, new_kl_coeff, returns
 
 
 def _make_sampler(config: APPOConfig, run: RunConfig) -> tuple[Sampler, float]:

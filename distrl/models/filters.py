@@ -72,3 +72,9 @@ def discounted_returns(rewards: np.ndarray, dones: np.ndarray, running: np.ndarr
         out[t] = g
         g = np.where(dones[t], 0.0, g)
     return out, g
+
+
+def return_std(returns: RunningStats) -> float:
+    """What reward scaling divides rewards by: the std of the discounted returns seen so
+    far (1 before any)."""
+    return float(np.sqrt(returns.var[0] + 1e-8)) if returns.count else 1.0

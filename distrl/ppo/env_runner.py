@@ -30,6 +30,11 @@ Weights = dict[str, np.ndarray]
 REWARD_CLIP = 10.0  # scaled rewards are clipped here (SB3's VecNormalize clip_reward)
 
 
+def scale_rewards(rewards: np.ndarray, reward_std: float) -> np.ndarray:
+    """Reward scaling: rewards over the std of discounted returns, clipped."""
+    return np.clip(rewards / reward_std, -REWARD_CLIP, REWARD_CLIP)
+
+
 class EnvRunner:
     """One EnvLoop plus an inference copy of the policy."""
 
@@ -69,16 +74,16 @@ class EnvRunner:
 
     def collect(self, steps_per_env: int, weights: Weights | None = None, version: int = -1,
                 stop_early: Callable[[int], bool] | None = None,
-                reward_std: float = 1.0) -> tuple[Trajectory, dict[str, RunningStats]]:
+                reward_std: float | None = 1.0) -> tuple[Trajectory, dict[str, RunningStats]]:
         """The steps of one sample call as taken, and the filters' new statistics. With
-        reward scaling, rewards are divided by ``reward_std`` (the driver's merged std of
-        discounted returns)."""
+        reward scaling, rewards are scaled by ``reward_std`` (the driver's merged std of
+        discounted returns; None: left raw, for a learner that scales them itself)."""
         if weights is not None:
             self.set_weights(weights, version)
         traj = self.loop.collect(self.actor, steps_per_env, self.generator, stop_early)
         stats = self._statistics(traj)
-        if self.returns is not None:
-            traj.rewards = np.clip(traj.rewards / reward_std, -REWARD_CLIP, REWARD_CLIP)
+        if self.returns is not None and reward_std is not None:
+            traj.rewards = scale_rewards(traj.rewards, reward_std)
         return traj, stats
 
     def sample(self, steps_per_env: int, weights: Weights | None = None, version: int = -1,
@@ -97,11 +102,12 @@ class EnvRunner:
         rollout.stats = stats
         return rollout
 
-    def fragment(self, steps_per_env: int, weights: Weights | None = None, version: int = -1,
-                 reward_std: float = 1.0) -> Fragment:
+    def fragment(self, steps_per_env: int, weights: Weights | None = None, version: int = -1
+                 ) -> Fragment:
         """The steps as taken, time-major, for a learner that corrects for its own newer
-        weights (APPO's V-trace) instead of trusting this runner's values."""
-        traj, stats = self.collect(steps_per_env, weights, version, reward_std=reward_std)
+        weights (APPO's V-trace) instead of trusting this runner's values, and scales
+        the raw rewards with its own statistics."""
+        traj, stats = self.collect(steps_per_env, weights, version, reward_std=None)
         x = traj.extras
         return Fragment(obs=traj.obs, actions=traj.actions, logp=x["logp"],
                         dist_inputs=x["dist_inputs"], rewards=traj.rewards,

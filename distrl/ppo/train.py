@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from distrl.core.callbacks import Callbacks
@@ -31,7 +30,7 @@ from distrl.core.loop import (
 )
 from distrl.core.sampling import seed_for
 from distrl.core.types import PPOBatch, Rollout
-from distrl.models.filters import RunningStats, stats_from_json, stats_to_json
+from distrl.models.filters import RunningStats, return_std, stats_from_json, stats_to_json
 from distrl.models.recurrent import actor_critic
 from distrl.ppo.config import PPOConfig
 from distrl.ppo.env_runner import EnvRunner, LocalRunnerGroup, Weights
@@ -123,7 +122,7 @@ def _iteration(config: PPOConfig, learner: Learner, rounds: Rounds, p: Progress,
                kl_coeff: float, returns: RunningStats, generator: torch.Generator,
                device: torch.device) -> tuple[dict[str, Any], float, RunningStats]:
     t0 = time.perf_counter()
-    reward_std = float(np.sqrt(returns.var[0] + 1e-8)) if returns.count else 1.0
+    reward_std = return_std(returns)
     rollout = Rollout.concat(rounds.next_batch(learner.weights(), p.iteration,
                                                config.fragment_length(), reward_std))
     lag = p.iteration - rollout.weights_version

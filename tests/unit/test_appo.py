@@ -15,6 +15,7 @@ from distrl.appo.sampler import ThreadSampler
 from distrl.core.config import RunConfig
 from distrl.core.returns import gae
 from distrl.models.config import ModelConfig
+from distrl.models.filters import return_std, stats_from_json
 from distrl.models.recurrent import actor_critic
 from distrl.ppo.env_runner import EnvRunner
 from distrl.store.policy_cache import FlatLayout, flatten_arrays
@@ -55,6 +56,28 @@ def test_on_policy_batch_is_ppos_gae_batch_over_valid_rows():
     np.testing.assert_allclose(rollout.value_targets, targets[frag.valid], rtol=1e-4, atol=1e-4)
     assert rollout.size == frag.samples == int(frag.valid.sum())
     np.testing.assert_array_equal(rollout.obs, frag.obs[frag.valid])
+
+
+@pytest.mark.parametrize(("scale", "reward_std"), [(True, 4.0), (True, 0.05), (False, 4.0)])
+def test_reward_scaling_is_the_learners_and_runners_send_raw_rewards(scale, reward_std):
+    """With normalize_rewards, runners send the env's raw rewards and their discounted
+    returns' statistics; the learner's V-trace sees rewards over its own std, clipped
+    to +-10 (1 / 0.05 = 20 is clipped). Without it, the std is ignored."""
+    r = EnvRunner("CartPole-v1", 3, ModelConfig(hiddens=(16,)), 0.99, 1.0, 4,
+                  normalize_rewards=True)
+    frag = r.fragment(40)
+    assert np.all(frag.rewards[frag.valid] == 1.0)  # CartPole's own reward, unscaled
+    assert frag.stats["returns"].count == frag.valid.sum()
+    cfg = APPOConfig(num_env_runners=0, num_envs_per_env_runner=3, train_batch_size=120,
+                     minibatch_size=60, advantage_normalization="none",
+                     normalize_rewards=scale)
+    _, rollout = train_batch(r.model, [frag], cfg, torch.device("cpu"), reward_std)
+    _, values = learner_view(r.model, frag, torch.device("cpu"))
+    rewards = np.minimum(frag.rewards / reward_std, 10.0) if scale else frag.rewards
+    adv, targets = gae(rewards, values, frag.terminated, frag.truncated, 0.99, 1.0)
+    np.testing.assert_allclose(rollout.advantages, adv[frag.valid], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(rollout.value_targets, targets[frag.valid], rtol=1e-4,
+                               atol=1e-4)
 
 
 def test_thread_sampler_bounds_its_queue_and_loses_no_fragment_on_pause():
@@ -120,16 +143,20 @@ def test_resume_trains_first_on_the_fragments_saved_with_the_checkpoint(tmp_path
     from distrl.core.checkpoint import Checkpoint
 
     cfg = APPOConfig(num_env_runners=0, num_envs_per_env_runner=2, train_batch_size=64,
-                     minibatch_size=32, max_queued_fragments=2,
+                     minibatch_size=32, max_queued_fragments=2, normalize_rewards=True,
                      model=ModelConfig(hiddens=(16,)))
     first = appo_train.train_appo(cfg, RunConfig(env="CartPole-v1", max_env_steps=640,
                                                  logdir=str(tmp_path), progress=False))
-    pending = Checkpoint(first["checkpoint"]).trusted("appo", "pending.pkl")["fragments"]
+    ckpt = Checkpoint(first["checkpoint"])
+    pending = ckpt.trusted("appo", "pending.pkl")["fragments"]
     assert pending  # sampled ahead while the last update ran
+    returns = stats_from_json(ckpt.algo_state()["returns"])  # reward scaling's statistics
+    assert 0 < returns.count <= first["env/steps_total"]  # the valid rows trained on
     trained = record_appo_batches(monkeypatch)
     resumed = appo_train.train_appo(cfg, RunConfig(
         resume=str(tmp_path), max_env_steps=first["env/steps_total"] + 1, progress=False))
     assert resumed["iteration"] == first["iteration"] + 1
+    assert resumed["learner/reward_std"] == return_std(returns) > 1.0
     np.testing.assert_array_equal(trained[0].obs, pending[0].obs)
     np.testing.assert_array_equal(trained[0].actions, pending[0].actions)
     assert resumed["env/steps_total"] == first["env/steps_total"] + pending[0].env_steps
