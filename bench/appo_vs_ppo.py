@@ -1,15 +1,15 @@
 """APPO against PPO on the same runners: seconds of training (and env steps) from the
-start to a mean-100 return of 475 on CartPole-v1, each with its tuned ``cartpole`` entry
-(distrl/tuned.py: TUNED for PPO, TUNED_APPO for APPO), in process and on 2 Ray env
-runners.
+start to a tuned task's threshold (a mean-100 return of 475 on CartPole-v1, 1,000 on
+Hopper-v5), each with its tuned entry of that name (distrl/tuned.py: TUNED for PPO,
+TUNED_APPO for APPO), in process and on 2 Ray env runners.
 
 Every trial runs in a fresh subprocess, interleaved by seed so that machine noise hits
 all four alike; Ray's start-up is reported apart from the training time. Prints one JSON
 line per trial, then the summary as the last line: each system's median, and
 ``appo_to_ppo_wall_time`` (median APPO time / median PPO time on 2 Ray runners; the
-in-process ratio beside it). Curves go to bench/out/appo_cartpole_curves.json.
+in-process ratio beside it). Curves go to bench/out/appo_vs_ppo_curves.json.
 
-    python bench/appo_cartpole.py [--seeds 0 1 2] [--max-steps 300000] [--threads 1]
+    python bench/appo_vs_ppo.py [--task cartpole|hopper] [--seeds 0 1 2] [--max-steps N]
 """
 
 from __future__ import annotations
@@ -22,21 +22,20 @@ from pathlib import Path
 from _trials import cli, column, per_seed
 
 OUT = Path(__file__).parent / "out"
-TARGET = 475.0
 SYSTEMS = ("ppo", "appo", "ppo_ray2", "appo_ray2")
 
 
-def run(algo: str, seed: int, runners: int, max_steps: int, logdir: Path) -> dict:
+def run(task: str, algo: str, seed: int, runners: int, max_steps: int, logdir: Path) -> dict:
     from distrl import RunConfig
     from distrl.core.metrics import read_jsonl
     from distrl.registry import ALGORITHMS
     from distrl.tuned import tuned
 
     shutil.rmtree(logdir, ignore_errors=True)  # metrics.jsonl appends: start clean
-    t = tuned("cartpole", algo)
+    t = tuned(task, algo)
     t0 = time.perf_counter()  # the entry's sub-envs in total, in process or split over 2
     r = ALGORITHMS[algo].train()(t.for_runners(runners), RunConfig(
-        env=t.env, seed=seed, stop_return=TARGET, max_env_steps=max_steps,
+        env=t.env, seed=seed, stop_return=t.stop_return, max_env_steps=max_steps,
         logdir=str(logdir), progress=False))
     wall = time.perf_counter() - t0
     rows = read_jsonl(logdir / "metrics.jsonl")
@@ -49,14 +48,14 @@ def run(algo: str, seed: int, runners: int, max_steps: int, logdir: Path) -> dic
     }
 
 
-def one(system: str, seed: int, max_steps: int, threads: int) -> dict:
+def one(system: str, seed: int, task: str, max_steps: int, threads: int) -> dict:
     import torch
 
     torch.set_num_threads(threads)
     algo, _, where = system.partition("_")
-    result = run(algo, seed, 2 if where == "ray2" else 0, max_steps,
-                 OUT / f"runs/appo_cartpole_{system}_{seed}")
-    return {"system": system, "seed": seed, "threads": threads, **result}
+    result = run(task, algo, seed, 2 if where == "ray2" else 0, max_steps,
+                 OUT / f"runs/appo_vs_ppo_{task}_{system}_{seed}")
+    return {"system": system, "seed": seed, "task": task, "threads": threads, **result}
 
 
 def summary(trials: list[dict]) -> dict:
@@ -71,10 +70,11 @@ def summary(trials: list[dict]) -> dict:
         "ray_start_s": column(trials, "appo_ray2", "ray_start_s")
                        + column(trials, "ppo_ray2", "ray_start_s"),
         "per_seed": per_seed(trials, SYSTEMS),
+        "task": trials[0]["task"],
         "threads": trials[0]["threads"],
     }
 
 
 if __name__ == "__main__":
-    cli(__file__, SYSTEMS, "appo_cartpole_curves.json", one, summary, max_steps=300_000,
-        threads=1)
+    cli(__file__, SYSTEMS, "appo_vs_ppo_curves.json", one, summary, task="cartpole",
+        max_steps=300_000, threads=1)
