@@ -8,7 +8,7 @@ bench/ppo_cartpole.py use exactly what the README's command runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from distrl.alphazero.config import AlphaZeroConfig
@@ -194,6 +194,15 @@ TUNED_APPO: dict[str, Tuned] = {
             lr_schedule=((0, 2e-3), (200_000, 2e-4)),
         ),
         num_envs=32, stop_return=475.0, env_step_budget=200_000,
+    ),
+    # PPO's MuJoCo recipe (MUJOCO_PPO: 10 epochs of 64-sample minibatches, reward scaling,
+    # observation filter) with V-trace lambda 0.95 and one fragment queued per runner, so
+    # a batch lags at most about one update.
+    "hopper": Tuned(
+        env="Hopper-v5",
+        config=APPOConfig(**{f.name: getattr(MUJOCO_PPO, f.name) for f in fields(PPOConfig)},
+                          max_queued_fragments=1),
+        num_envs=4, stop_return=1_000.0, env_step_budget=300_000,
     ),
     # IMPALA's and RLlib's APPO Pong settings (V-trace lambda 1, no KL loss, clip 0.3,
     # two passes over each batch, vf coeff 1.0 against a shared trunk, grad clip 10,

@@ -1,13 +1,15 @@
 """APPO's maths: a train batch from lagging fragments. The learner's own weights value
 every sampled step and re-score its action; V-trace (core.returns.vtrace) turns the
 importance ratios into off-policy value targets and policy-gradient advantages; PPO's
-clipped surrogate (ppo.loss.ppo_update) then trains on them, with the sampling policy's
-log-probs as the ratio's denominator (RLlib's APPO, Sample Factory). Reward scaling is
-the learner's too: runners send raw rewards, so a lagging runner never scales with
-statistics older than the learner's.
+clipped surrogate (ppo.loss.ppo_update) then trains on them, its ratio taken against
+the learner's policy before the update (IMPACT, Luo et al. 2020, with its target network
+refreshed every update; RLlib's APPO). Reward scaling is the learner's too: runners send
+raw rewards, so a lagging runner never scales with statistics older than the learner's.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -18,31 +20,45 @@ from distrl.core.types import Fragment, PPOBatch, Rollout, to_tensor
 from distrl.ppo.env_runner import scale_rewards
 
 
+@dataclass
+class LearnerView:
+    """A fragment as the learner's weights see it, before its update."""
+
+    logp: np.ndarray  # [T, N]: log-probs of the taken actions
+    dist_inputs: np.ndarray  # [T, N, D]: the action distributions' inputs
+    values: np.ndarray  # [T + 1, N]: values of the observations and the last next_obs
+
+
 @torch.no_grad()
-def learner_view(model: torch.nn.Module, frag: Fragment, device: torch.device
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """(log-probs of the taken actions [T, N], values [T + 1, N]) under ``model``."""
+def learner_view(model: torch.nn.Module, frag: Fragment, device: torch.device) -> LearnerView:
     T, N = frag.rewards.shape
     obs = to_tensor(np.concatenate([frag.obs.reshape(T * N, *frag.obs.shape[2:]),
                                     frag.next_obs]), device)
     dist_inputs, values = model(obs)
     actions = to_tensor(frag.actions.reshape(T * N, *frag.actions.shape[2:]), device)
     logp = model.dist.log_prob(dist_inputs[: T * N], actions)
-    return logp.cpu().numpy().reshape(T, N), values.cpu().numpy().reshape(T + 1, N)
+    return LearnerView(logp.cpu().numpy().reshape(T, N),
+                       dist_inputs[: T * N].cpu().numpy().reshape(T, N, -1),
+                       values.cpu().numpy().reshape(T + 1, N))
 
 
 def vtrace_rollout(model: torch.nn.Module, frag: Fragment, cfg: APPOConfig,
                    device: torch.device, reward_std: float = 1.0) -> Rollout:
     """One fragment's valid rows with V-trace advantages and value targets (rewards
     scaled by ``reward_std`` with normalize_rewards)."""
-    logp, values = learner_view(model, frag, device)
+    view = learner_view(model, frag, device)
     rewards = scale_rewards(frag.rewards, reward_std) if cfg.normalize_rewards else frag.rewards
     targets, advantages = vtrace(
-        rewards, values, frag.terminated, frag.truncated, logp - frag.logp, cfg.gamma,
-        cfg.lambda_, cfg.vtrace_clip_rho, cfg.vtrace_clip_c, cfg.vtrace_clip_pg_rho)
+        rewards, view.values, frag.terminated, frag.truncated, view.logp - frag.logp,
+        cfg.gamma, cfg.lambda_, cfg.vtrace_clip_rho, cfg.vtrace_clip_c, cfg.vtrace_clip_pg_rho)
     v = frag.valid
-    return Rollout(obs=frag.obs[v], actions=frag.actions[v], logp=frag.logp[v],
-                   dist_inputs=frag.dist_inputs[v], values=values[:-1][v],
+    # The surrogate's ratio and KL are taken against the learner's own policy before
+    # the update (IMPACT's target network, refreshed every update), not the sampler's:
+    # the advantages already carry V-trace's clipped importance weight for the lag, and
+    # a ratio to a policy several updates old would fall outside the clip at once.
+    return Rollout(obs=frag.obs[v], actions=frag.actions[v],
+                   logp=view.logp[v].astype(np.float32),
+                   dist_inputs=view.dist_inputs[v], values=view.values[:-1][v],
                    advantages=advantages[v].astype(np.float32),
                    value_targets=targets[v].astype(np.float32),
                    episode_returns=frag.episode_returns, episode_lengths=frag.episode_lengths,

@@ -13,7 +13,7 @@ from distrl.appo.config import APPOConfig
 from distrl.appo.loss import learner_view, train_batch
 from distrl.appo.sampler import ThreadSampler
 from distrl.core.config import RunConfig
-from distrl.core.returns import gae
+from distrl.core.returns import gae, vtrace
 from distrl.models.config import ModelConfig
 from distrl.models.filters import return_std, stats_from_json
 from distrl.models.recurrent import actor_critic
@@ -30,15 +30,38 @@ def test_learner_view_rescores_the_fragment_with_the_learners_weights():
     r = runner()
     frag = r.fragment(20)
     model = actor_critic(*r.spaces(), ModelConfig(hiddens=(16,)))
-    logp, values = learner_view(model, frag, torch.device("cpu"))
+    view = learner_view(model, frag, torch.device("cpu"))
     T, N = frag.rewards.shape
     with torch.no_grad():
         inputs, v = model(torch.as_tensor(frag.obs.reshape(T * N, -1)))
         v_next = model(torch.as_tensor(frag.next_obs))[1]
         want = model.dist.log_prob(inputs, torch.as_tensor(frag.actions.reshape(-1)))
-    np.testing.assert_allclose(logp, want.numpy().reshape(T, N), rtol=1e-5)
-    np.testing.assert_allclose(values, np.concatenate([v.numpy().reshape(T, N),
-                                                       v_next.numpy()[None]]), rtol=1e-5)
+    np.testing.assert_allclose(view.logp, want.numpy().reshape(T, N), rtol=1e-5)
+    np.testing.assert_allclose(view.dist_inputs, inputs.numpy().reshape(T, N, -1), rtol=1e-5)
+    np.testing.assert_allclose(view.values, np.concatenate([v.numpy().reshape(T, N),
+                                                            v_next.numpy()[None]]), rtol=1e-5)
+
+
+def test_a_lagging_batch_is_clipped_around_the_learners_policy_with_vtrace_advantages():
+    """Sampled by other weights: the surrogate's denominator and KL base are the
+    learner's own policy before the update, and the advantages V-trace's, from the
+    learner-over-sampler ratios (checked against core.returns.vtrace directly)."""
+    r = runner(seed=5)
+    frag = r.fragment(30)
+    torch.manual_seed(1)
+    learner = actor_critic(*r.spaces(), ModelConfig(hiddens=(16,)))
+    cfg = APPOConfig(num_env_runners=0, num_envs_per_env_runner=3, train_batch_size=90,
+                     minibatch_size=45, advantage_normalization="none", lambda_=0.9)
+    _, rollout = train_batch(learner, [frag], cfg, torch.device("cpu"))
+    view = learner_view(learner, frag, torch.device("cpu"))
+    v = frag.valid
+    assert not np.allclose(view.logp[v], frag.logp[v], atol=1e-3)  # the weights differ
+    np.testing.assert_allclose(rollout.logp, view.logp[v], rtol=1e-6)
+    np.testing.assert_allclose(rollout.dist_inputs, view.dist_inputs[v], rtol=1e-6)
+    targets, adv = vtrace(frag.rewards, view.values, frag.terminated, frag.truncated,
+                          view.logp - frag.logp, 0.99, 0.9)
+    np.testing.assert_allclose(rollout.advantages, adv[v], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(rollout.value_targets, targets[v], rtol=1e-4, atol=1e-5)
 
 
 def test_on_policy_batch_is_ppos_gae_batch_over_valid_rows():
@@ -50,7 +73,7 @@ def test_on_policy_batch_is_ppos_gae_batch_over_valid_rows():
     cfg = APPOConfig(num_env_runners=0, num_envs_per_env_runner=3, train_batch_size=120,
                      minibatch_size=60, advantage_normalization="none")
     _, rollout = train_batch(r.model, [frag], cfg, torch.device("cpu"))
-    _, values = learner_view(r.model, frag, torch.device("cpu"))
+    values = learner_view(r.model, frag, torch.device("cpu")).values
     adv, targets = gae(frag.rewards, values, frag.terminated, frag.truncated, 0.99, 1.0)
     np.testing.assert_allclose(rollout.advantages, adv[frag.valid], rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(rollout.value_targets, targets[frag.valid], rtol=1e-4, atol=1e-4)
@@ -72,7 +95,7 @@ def test_reward_scaling_is_the_learners_and_runners_send_raw_rewards(scale, rewa
                      minibatch_size=60, advantage_normalization="none",
                      normalize_rewards=scale)
     _, rollout = train_batch(r.model, [frag], cfg, torch.device("cpu"), reward_std)
-    _, values = learner_view(r.model, frag, torch.device("cpu"))
+    values = learner_view(r.model, frag, torch.device("cpu")).values
     rewards = np.minimum(frag.rewards / reward_std, 10.0) if scale else frag.rewards
     adv, targets = gae(rewards, values, frag.terminated, frag.truncated, 0.99, 1.0)
     np.testing.assert_allclose(rollout.advantages, adv[frag.valid], rtol=1e-4, atol=1e-4)
@@ -179,6 +202,26 @@ def test_tuned_pong_entry_builds_and_trains_one_update_on_envpool(tmp_path):
                                           logdir=str(tmp_path), progress=False))
     assert result["iteration"] == 1 and result["env/steps_total"] == 32
     assert np.isfinite(result["learner/policy_loss"])
+
+
+def test_tuned_hopper_entry_is_ppos_mujoco_recipe_with_learner_side_reward_scaling(tmp_path):
+    """The entry takes every PPO knob of the PPO MuJoCo recipe, scales rewards at the
+    learner, and trains on Hopper in process."""
+    pytest.importorskip("mujoco")
+    from dataclasses import fields, replace
+
+    from distrl.appo.train import train_appo
+    from distrl.ppo.config import PPOConfig
+    from distrl.tuned import MUJOCO_PPO, tuned
+
+    t = tuned("hopper", "appo")
+    assert all(getattr(t.config, f.name) == getattr(MUJOCO_PPO, f.name)
+               for f in fields(PPOConfig))
+    assert t.config.normalize_rewards and t.config.max_queued_fragments == 1
+    config = replace(t.for_runners(0), train_batch_size=64, minibatch_size=32)
+    result = train_appo(config, RunConfig(env=t.env, max_env_steps=128,
+                                          logdir=str(tmp_path), progress=False))
+    assert result["iteration"] == 2 and result["learner/reward_std"] > 1.0
 
 
 def test_ppos_overlap_knob_is_refused_and_hidden_for_appo():
