@@ -6,7 +6,7 @@ waiting for the learner; the learner corrects each fragment's lag with V-trace.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
 import tyro
 
@@ -37,6 +37,12 @@ class APPOConfig(PPOConfig):
     """V-trace's c-bar: the trace-cutting weight's clip."""
     vtrace_clip_pg_rho: float = 1.0
     """The importance weight's clip in the policy-gradient advantage."""
+    clip_around: Literal["sampler", "learner"] = "sampler"
+    """The policy PPO's ratio (and KL) is taken against. "sampler": the policy that
+    sampled (RLlib's APPO): a trust region around the stale data, right for few epochs
+    per batch. "learner": the learner's own policy before the update, the lag left to
+    V-trace's weights (decoupled PPO, Hilton et al. 2021; IMPACT): for many epochs,
+    where a ratio to a sampler one update old is clipped at once (MuJoCo recipes)."""
     broadcast_interval: int = 1
     """Learner updates between weight broadcasts to the env runners."""
     max_queued_fragments: int = 2

@@ -2,8 +2,8 @@
 every sampled step and re-score its action; V-trace (core.returns.vtrace) turns the
 importance ratios into off-policy value targets and policy-gradient advantages; PPO's
 clipped surrogate (ppo.loss.ppo_update) then trains on them, its ratio taken against
-the learner's policy before the update (IMPACT, Luo et al. 2020, with its target network
-refreshed every update; RLlib's APPO). Reward scaling is the learner's too: runners send
+the sampling policy (RLlib's APPO) or, with clip_around="learner", the learner's own
+policy before the update (decoupled PPO). Reward scaling is the learner's too: runners send
 raw rewards, so a lagging runner never scales with statistics older than the learner's.
 """
 
@@ -52,13 +52,10 @@ def vtrace_rollout(model: torch.nn.Module, frag: Fragment, cfg: APPOConfig,
         rewards, view.values, frag.terminated, frag.truncated, view.logp - frag.logp,
         cfg.gamma, cfg.lambda_, cfg.vtrace_clip_rho, cfg.vtrace_clip_c, cfg.vtrace_clip_pg_rho)
     v = frag.valid
-    # The surrogate's ratio and KL are taken against the learner's own policy before
-    # the update (IMPACT's target network, refreshed every update), not the sampler's:
-    # the advantages already carry V-trace's clipped importance weight for the lag, and
-    # a ratio to a policy several updates old would fall outside the clip at once.
+    base = view if cfg.clip_around == "learner" else frag  # the surrogate's denominator
     return Rollout(obs=frag.obs[v], actions=frag.actions[v],
-                   logp=view.logp[v].astype(np.float32),
-                   dist_inputs=view.dist_inputs[v], values=view.values[:-1][v],
+                   logp=base.logp[v].astype(np.float32),
+                   dist_inputs=base.dist_inputs[v], values=view.values[:-1][v],
                    advantages=advantages[v].astype(np.float32),
                    value_targets=targets[v].astype(np.float32),
                    episode_returns=frag.episode_returns, episode_lengths=frag.episode_lengths,

@@ -42,22 +42,27 @@ def test_learner_view_rescores_the_fragment_with_the_learners_weights():
                                                             v_next.numpy()[None]]), rtol=1e-5)
 
 
-def test_a_lagging_batch_is_clipped_around_the_learners_policy_with_vtrace_advantages():
+@pytest.mark.parametrize("clip_around", ["sampler", "learner"])
+def test_a_lagging_batch_is_clipped_around_the_chosen_policy_with_vtrace_advantages(
+        clip_around):
     """Sampled by other weights: the surrogate's denominator and KL base are the
-    learner's own policy before the update, and the advantages V-trace's, from the
-    learner-over-sampler ratios (checked against core.returns.vtrace directly)."""
+    sampler's policy or the learner's own before the update, as chosen; the advantages
+    are V-trace's from the learner-over-sampler ratios either way (checked against
+    core.returns.vtrace directly)."""
     r = runner(seed=5)
     frag = r.fragment(30)
     torch.manual_seed(1)
     learner = actor_critic(*r.spaces(), ModelConfig(hiddens=(16,)))
     cfg = APPOConfig(num_env_runners=0, num_envs_per_env_runner=3, train_batch_size=90,
-                     minibatch_size=45, advantage_normalization="none", lambda_=0.9)
+                     minibatch_size=45, advantage_normalization="none", lambda_=0.9,
+                     clip_around=clip_around)
     _, rollout = train_batch(learner, [frag], cfg, torch.device("cpu"))
     view = learner_view(learner, frag, torch.device("cpu"))
     v = frag.valid
     assert not np.allclose(view.logp[v], frag.logp[v], atol=1e-3)  # the weights differ
-    np.testing.assert_allclose(rollout.logp, view.logp[v], rtol=1e-6)
-    np.testing.assert_allclose(rollout.dist_inputs, view.dist_inputs[v], rtol=1e-6)
+    base = view if clip_around == "learner" else frag
+    np.testing.assert_allclose(rollout.logp, base.logp[v], rtol=1e-6)
+    np.testing.assert_allclose(rollout.dist_inputs, base.dist_inputs[v], rtol=1e-6)
     targets, adv = vtrace(frag.rewards, view.values, frag.terminated, frag.truncated,
                           view.logp - frag.logp, 0.99, 0.9)
     np.testing.assert_allclose(rollout.advantages, adv[v], rtol=1e-4, atol=1e-5)
@@ -218,6 +223,7 @@ def test_tuned_hopper_entry_is_ppos_mujoco_recipe_with_learner_side_reward_scali
     assert all(getattr(t.config, f.name) == getattr(MUJOCO_PPO, f.name)
                for f in fields(PPOConfig))
     assert t.config.normalize_rewards and t.config.max_queued_fragments == 1
+    assert t.config.clip_around == "learner"
     config = replace(t.for_runners(0), train_batch_size=64, minibatch_size=32)
     result = train_appo(config, RunConfig(env=t.env, max_env_steps=128,
                                           logdir=str(tmp_path), progress=False))
