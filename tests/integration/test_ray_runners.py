@@ -14,6 +14,7 @@ from distrl.models.actor_critic import ActorCritic
 from distrl.models.config import ModelConfig
 from distrl.ppo.remote import RayRunnerGroup
 from tests.fakes import counting, hang_once_in_one_process
+from tests.integration.conftest import kill
 
 
 def group(env="CartPole-v1", n=2, envs=4, run=None):
@@ -62,7 +63,7 @@ def test_a_killed_runner_is_restarted_and_its_sample_retaken(ray_local):
     g = group()
     w = weights_of(driver_model(0))
     g.sample(w, 0, steps_per_env=4)
-    ray_local.kill(g.sup.actors[0])
+    kill(g.sup.actors[0])  # and wait for the death: a call sent at once may be served
     rollouts = g.sample(w, 1, steps_per_env=4)
     assert [r.size for r in rollouts] == [16, 16]
     assert g.sup.restarts == [1, 0]
@@ -102,9 +103,9 @@ def test_a_runner_that_keeps_dying_stops_the_run_after_max_restarts(ray_local):
     g = group(n=1, run=RunConfig(max_restarts=1))
     w = weights_of(driver_model(0))
     try:
-        ray_local.kill(g.sup.actors[0])
+        kill(g.sup.actors[0])
         g.sample(w, 0, steps_per_env=4)  # replaced once
-        ray_local.kill(g.sup.actors[0])
+        kill(g.sup.actors[0])
         with pytest.raises(RuntimeError, match=r"env_runners 0 died.*max_restarts=1"):
             g.sample(w, 1, steps_per_env=4)
     finally:
