@@ -21,7 +21,6 @@ from distrl.appo.sampler import Sampler, ThreadSampler
 from distrl.core.callbacks import Callbacks
 from distrl.core.config import RunConfig
 from distrl.core.envs import env_spaces
-from distrl.core.learner import Learner
 from distrl.core.loop import (
     Closures,
     Progress,
@@ -31,11 +30,9 @@ from distrl.core.loop import (
     save_run,
     start_run,
 )
-from distrl.models.filters import RunningStats, return_std, stats_from_json, stats_to_json
-from distrl.models.recurrent import actor_critic
+from distrl.models.filters import return_std
 from distrl.ppo.env_runner import EnvRunner
-from distrl.ppo.loss import ppo_update, update_kl_coeff
-from distrl.ppo.train import restore, runner_kwargs
+from distrl.ppo.train import LearnerSide, restore_runners, runner_kwargs
 
 
 def train_appo(config: APPOConfig | None = None, run: RunConfig | None = None, *,
@@ -49,35 +46,26 @@ def train_appo(config: APPOConfig | None = None, run: RunConfig | None = None, *
     sampler, ray_start_s = _make_sampler(config, run)
     try:
         obs_space, act_space = spaces or sampler.runner.spaces()
-        model = actor_critic(obs_space, act_space, config.model).to(device)
-        learner = Learner(model, config.lr_at(0), config.grad_clip)
-        generator = torch.Generator().manual_seed(run.seed)
+        side = LearnerSide.create(start, obs_space, act_space, device)
+        model = side.learner.model
         progress = start.progress()
-        kl_coeff = start.algo_state().get("kl_coeff", config.kl_coeff)
-        returns = stats_from_json(start.algo_state().get("returns"))  # reward scaling
         if start.ckpt is not None:
-            restore(start, learner, generator, sampler)
+            restore_runners(start, sampler)
             sampler.resume(start.ckpt.trusted("appo", "pending.pkl")["fragments"])
-        sampler.publish(learner.weights(), progress.iteration)
+        sampler.publish(side.learner.weights(), progress.iteration)
     except BaseException:
         sampler.close()
         raise
 
     def iterate() -> dict[str, Any]:
-        nonlocal kl_coeff, returns
-        metrics, kl_coeff, returns = _iteration(config, learner, sampler, progress, kl_coeff,
-                                                returns, generator, device)
-        return metrics
+        return _iteration(config, side, sampler, progress, device)
 
     def save() -> Path:
         pending = sampler.pause()  # runners idle: their states match the fragments kept
         try:
             return save_run(start, progress,
                             policy_files(model.state_dict(), obs_space, act_space, config.model),
-                            {"optimizer": learner.get_state()["optimizer"],
-                             "generator": generator.get_state()},
-                            sampler.get_states(),
-                            {"kl_coeff": kl_coeff, "returns": stats_to_json(returns)},
+                            side.learner_state(), sampler.get_states(), side.algo_state(),
                             {"appo": {"pending.pkl": {"fragments": pending}}})
         finally:
             sampler.resume(pending)
@@ -86,28 +74,20 @@ def train_appo(config: APPOConfig | None = None, run: RunConfig | None = None, *
                                  ray_start_s), callbacks)
 
 
-def _iteration(config: APPOConfig, learner: Learner, sampler: Sampler, p: Progress,
-               kl_coeff: float, returns: RunningStats, generator: torch.Generator,
-               device: torch.device) -> tuple[dict[str, Any], float, RunningStats]:
+def _iteration(config: APPOConfig, side: LearnerSide, sampler: Sampler, p: Progress,
+               device: torch.device) -> dict[str, Any]:
     t0 = time.perf_counter()
     fragments = sampler.take(max(config.num_env_runners, 1))
     t1 = time.perf_counter()
     lag = float(np.mean([p.iteration - f.weights_version for f in fragments]))
-    learner.set_lr(config.lr_at(p.env_steps))
-    entropy_coeff = config.entropy_coeff_at(p.env_steps)
-    reward_std = return_std(returns)
-    batch, rollout = train_batch(learner.model, fragments, config, device, reward_std)
-    metrics = ppo_update(learner, batch, config, kl_coeff, entropy_coeff, generator)
-    new_kl_coeff = (update_kl_coeff(kl_coeff, metrics["kl"], config.kl_target)
-                    if config.use_kl_loss else kl_coeff)
-    # After the update, as PPO: the batch was learned with the statistics before it.
-    if "obs" in rollout.stats:
-        learner.model.update_obs_filter(rollout.stats["obs"])
-    if "returns" in rollout.stats:
-        returns = returns.merge(rollout.stats["returns"])
+    lr = config.lr_at(p.env_steps)
+    side.learner.set_lr(lr)
+    reward_std = return_std(side.returns)
+    batch, rollout = train_batch(side.learner.model, fragments, config, device, reward_std)
+    learned = side.update(config, batch, rollout, config.entropy_coeff_at(p.env_steps))
     out = p.add(rollout.env_steps, rollout.episode_returns, rollout.episode_lengths)
     if p.iteration % config.broadcast_interval == 0:
-        sampler.publish(learner.weights(), p.iteration)
+        sampler.publish(side.learner.weights(), p.iteration)
     t2 = time.perf_counter()
     return {
         **out,
@@ -115,14 +95,11 @@ def _iteration(config: APPOConfig, learner: Learner, sampler: Sampler, p: Progre
         "time/learn_s": t2 - t1,
         "env/steps_per_s": rollout.env_steps / (t2 - t0),
         **sampler.metrics(),
-        **{f"learner/{k}": v for k, v in metrics.items()},
+        **learned,
         "learner/policy_lag": lag,
-        "learner/kl_coeff": kl_coeff,
-        "learner/lr": config.lr_at(p.env_steps),
-        "learner/entropy_coeff": entropy_coeff,
-        "learner/batch_size": len(batch),
+        "learner/lr": lr,
         "learner/reward_std": reward_std,
-    }, new_kl_coeff, returns
+    }
 
 
 def _make_sampler(config: APPOConfig, run: RunConfig) -> tuple[Sampler, float]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,24 +56,18 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None, *,
     rounds = Rounds(runners, config.overlap)
     try:
         obs_space, act_space = spaces or runners.runner.spaces()
-        model = actor_critic(obs_space, act_space, config.model).to(device)
-        learner = Learner(model, config.lr_at(0), config.grad_clip)
-        generator = torch.Generator().manual_seed(run.seed)  # minibatch shuffling
+        side = LearnerSide.create(start, obs_space, act_space, device)
+        model = side.learner.model
         progress = start.progress()
-        kl_coeff = start.algo_state().get("kl_coeff", config.kl_coeff)
-        returns = stats_from_json(start.algo_state().get("returns"))  # reward scaling
         if start.ckpt is not None:
-            restore(start, learner, generator, runners)
+            restore_runners(start, runners)
             rounds.pending = saved_pending(start.ckpt)
     except BaseException:
         runners.close()
         raise
 
     def iterate() -> dict[str, Any]:
-        nonlocal kl_coeff, returns
-        metrics, kl_coeff, returns = _iteration(config, learner, rounds, progress, kl_coeff,
-                                                returns, generator, device)
-        return metrics
+        return _iteration(config, side, rounds, progress, device)
 
     def save() -> Path:
         # The batch in flight is waited for and saved: its env steps are taken, and the
@@ -80,10 +75,7 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None, *,
         pending = rounds.hold()
         return save_run(start, progress,
                         policy_files(model.state_dict(), obs_space, act_space, config.model),
-                        {"optimizer": learner.get_state()["optimizer"],
-                         "generator": generator.get_state()},
-                        runners.get_states(),
-                        {"kl_coeff": kl_coeff, "returns": stats_to_json(returns)},
+                        side.learner_state(), runners.get_states(), side.algo_state(),
                         {"ppo": {"pending.pkl": {"rollouts": pending}}} if pending else None)
 
     return drive(start, Closures(progress, iterate, save, runners.close, lambda: model,
@@ -118,27 +110,18 @@ class Rounds:
         return self.pending or []
 
 
-def _iteration(config: PPOConfig, learner: Learner, rounds: Rounds, p: Progress,
-               kl_coeff: float, returns: RunningStats, generator: torch.Generator,
-               device: torch.device) -> tuple[dict[str, Any], float, RunningStats]:
+def _iteration(config: PPOConfig, side: LearnerSide, rounds: Rounds, p: Progress,
+               device: torch.device) -> dict[str, Any]:
     t0 = time.perf_counter()
-    reward_std = return_std(returns)
-    rollout = Rollout.concat(rounds.next_batch(learner.weights(), p.iteration,
+    reward_std = return_std(side.returns)
+    rollout = Rollout.concat(rounds.next_batch(side.learner.weights(), p.iteration,
                                                config.fragment_length(), reward_std))
     lag = p.iteration - rollout.weights_version
     t1 = time.perf_counter()
     lr = config.lr_at(p.env_steps)
-    entropy_coeff = config.entropy_coeff_at(p.env_steps)
-    learner.set_lr(lr)
+    side.learner.set_lr(lr)
     batch = PPOBatch.from_rollout(rollout, device, config.advantage_stats())
-    metrics = ppo_update(learner, batch, config, kl_coeff, entropy_coeff, generator)
-    new_kl_coeff = (update_kl_coeff(kl_coeff, metrics["kl"], config.kl_target)
-                    if config.use_kl_loss else kl_coeff)
-    # After the update: the batch was learned with the statistics it was sampled with.
-    if "obs" in rollout.stats:
-        learner.model.update_obs_filter(rollout.stats["obs"])
-    if "returns" in rollout.stats:
-        returns = returns.merge(rollout.stats["returns"])
+    learned = side.update(config, batch, rollout, config.entropy_coeff_at(p.env_steps))
     t2 = time.perf_counter()
     return {
         **p.add(rollout.env_steps, rollout.episode_returns, rollout.episode_lengths),
@@ -146,14 +129,11 @@ def _iteration(config: PPOConfig, learner: Learner, rounds: Rounds, p: Progress,
         "time/learn_s": t2 - t1,
         "env/steps_per_s": rollout.env_steps / (t2 - t0),
         **rounds.runners.metrics(),
-        **{f"learner/{k}": v for k, v in metrics.items()},
+        **learned,
         "learner/policy_lag": float(lag),
-        "learner/kl_coeff": kl_coeff,
         "learner/lr": lr,
-        "learner/entropy_coeff": entropy_coeff,
-        "learner/batch_size": len(batch),
         "learner/reward_std": reward_std,
-    }, new_kl_coeff, returns
+    }
 
 
 def runner_kwargs(config: PPOConfig, run: RunConfig) -> Callable[[int, int], dict[str, Any]]:
@@ -193,17 +173,62 @@ def saved_pending(ckpt: Checkpoint) -> list[Rollout] | None:
         return None
 
 
-def restore(start: Start, learner: Learner, generator: torch.Generator, runners) -> None:
-    """The learner, its shuffling generator and the runners from the checkpoint (APPO's
-    too)."""
-    ckpt = start.ckpt
-    state = ckpt.learner_state()
-    learner.set_state({"model": ckpt.policy_weights(),
-                       "optimizer": state["optimizer"]})
-    generator.set_state(state["generator"])
-    runner_states = ckpt.runner_states()
+def restore_runners(start: Start, runners) -> None:
+    """The runners' states from the checkpoint, where it has one per runner (APPO's too)."""
+    runner_states = start.ckpt.runner_states()
     if len(runner_states) == max(start.config.num_env_runners, 1):
         runners.set_states(runner_states)
     else:
         print(f"distrl: resume: {len(runner_states)} saved runner states for a different "
               "runner count; the runners start fresh episodes", flush=True)
+
+
+@dataclass
+class LearnerSide:
+    """What PPO and APPO keep in the driver between iterations: the learner (network and
+    optimizer), its minibatch-shuffling generator, the adaptive KL coefficient and the
+    returns' statistics that scale rewards."""
+
+    learner: Learner
+    generator: torch.Generator
+    kl_coeff: float
+    returns: RunningStats
+
+    @classmethod
+    def create(cls, start: Start, obs_space, act_space, device: torch.device) -> LearnerSide:
+        """A new network, or the checkpoint's learner, generator and statistics."""
+        config, state = start.config, start.algo_state()
+        model = actor_critic(obs_space, act_space, config.model).to(device)
+        side = cls(Learner(model, config.lr_at(0), config.grad_clip),
+                   torch.Generator().manual_seed(start.run.seed),
+                   state.get("kl_coeff", config.kl_coeff), stats_from_json(state.get("returns")))
+        if start.ckpt is not None:
+            saved = start.ckpt.learner_state()
+            side.learner.set_state({"model": start.ckpt.policy_weights(),
+                                    "optimizer": saved["optimizer"]})
+            side.generator.set_state(saved["generator"])
+        return side
+
+    def update(self, config: PPOConfig, batch: PPOBatch, rollout: Rollout,
+               entropy_coeff: float) -> dict[str, Any]:
+        """One PPO update; then the KL coefficient adapts and the observation filter and
+        return statistics take the rollout's (after: the batch was learned with those it
+        was sampled with). Its metrics as logged."""
+        used = self.kl_coeff
+        metrics = ppo_update(self.learner, batch, config, used, entropy_coeff, self.generator)
+        if config.use_kl_loss:
+            self.kl_coeff = update_kl_coeff(used, metrics["kl"], config.kl_target)
+        if "obs" in rollout.stats:
+            self.learner.model.update_obs_filter(rollout.stats["obs"])
+        if "returns" in rollout.stats:
+            self.returns = self.returns.merge(rollout.stats["returns"])
+        return {**{f"learner/{k}": v for k, v in metrics.items()},
+                "learner/kl_coeff": used, "learner/entropy_coeff": entropy_coeff,
+                "learner/batch_size": len(batch)}
+
+    def learner_state(self) -> dict[str, Any]:
+        return {"optimizer": self.learner.get_state()["optimizer"],
+                "generator": self.generator.get_state()}
+
+    def algo_state(self) -> dict[str, Any]:
+        return {"kl_coeff": self.kl_coeff, "returns": stats_to_json(self.returns)}
