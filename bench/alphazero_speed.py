@@ -5,11 +5,14 @@ torch thread), and where the time goes (cProfile, split into network forward, th
 observation of positions, tree code and OpenSpiel's game stepping).
 
     python bench/alphazero_speed.py              # ~1 minute on one core
+    python bench/alphazero_speed.py --workers 2  # the tuned entry's two workers side by side
     python bench/alphazero_speed.py --moves 4 --profile-moves 1   # smoke
 
 Last line JSON: ``simulations_per_s`` (leaves the network evaluated, per second, over
 ``--moves`` timed moves after ``--warmup`` moves), ``moves_per_s``, ``forward_ms_batch``
 and ``profile`` (fraction of profiled time per part, and the top functions by own time).
+With ``--workers N``: N such players in processes of their own at once (seeds 0..N-1,
+no profile), each one's figures and ``simulations_per_s_total``, their sum.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import cProfile
 import json
 import os
 import pstats
+import subprocess
+import sys
 import time
 from collections import defaultdict
 
@@ -65,12 +70,12 @@ def timed(player: SelfPlayer, moves: int, count: list[int]) -> dict[str, float]:
     player.play(None, moves)
     elapsed = time.perf_counter() - start
     return {"simulations_per_s": round(count[0] / elapsed, 1),
-            "moves_per_s": round(moves * len(player.games.roots) / elapsed, 1),
+            "moves_per_s": round(moves * player.games.trees.rows / elapsed, 1),
             "evaluated": count[0], "seconds": round(elapsed, 2)}
 
 
 def forward_ms(player: SelfPlayer, batch: int, repeats: int = 50) -> float:
-    obs = torch.as_tensor(player.env.observe_states([r.state for r in player.games.roots]
+    obs = torch.as_tensor(player.env.observe_states(player.games.positions()
                                                     [:batch]), dtype=torch.float32)
     with torch.no_grad():
         player.model(obs)
@@ -103,7 +108,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=4, help="moves before timing")
     parser.add_argument("--profile-moves", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
+    if args.workers > 1:
+        print(json.dumps(side_by_side(args)))
+        return
     torch.set_num_threads(1)  # as each self-play worker
     tuned = TUNED_ALPHAZERO["connect_four"]
     player = SelfPlayer(tuned.env, {}, tuned.config, args.seed)
@@ -115,8 +124,21 @@ def main() -> None:
            **timed(player, args.moves, count),
            "forward_ms_batch": forward_ms(player, tuned.config.num_games),
            "forward_ms_one": forward_ms(player, 1),
-           "profile": profile(player, args.profile_moves)}
+           "profile": profile(player, args.profile_moves) if args.profile_moves else None}
     print(json.dumps(out))
+
+
+def side_by_side(args: argparse.Namespace) -> dict:
+    """``args.workers`` single players started at once, each in its own process."""
+    procs = [subprocess.Popen([sys.executable, __file__, "--moves", str(args.moves),
+                               "--warmup", str(args.warmup), "--profile-moves", "0",
+                               "--seed", str(seed)], stdout=subprocess.PIPE, text=True)
+             for seed in range(args.workers)]
+    each = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+    return {"workers": args.workers,
+            "simulations_per_s_total": round(sum(w["simulations_per_s"] for w in each), 1),
+            "each": [{k: w[k] for k in ("simulations_per_s", "moves_per_s", "seconds",
+                                        "forward_ms_batch")} for w in each]}
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import torch
 
 from distrl.alphazero.config import AlphaZeroConfig
 from distrl.games.games import make_multiagent_env, policy_obs_space
-from distrl.games.search import Node, add_noise, expand_roots, search, search_game
+from distrl.games.search import Trees, search_game
 from distrl.models.recurrent import actor_critic
 
 PROBE_MOVES = 1_000
@@ -134,38 +134,40 @@ class SelfPlay:
 
     def __init__(self, game: Any, observe: Any, cfg: AlphaZeroConfig, rng: np.random.Generator):
         self.game, self.observe, self.cfg, self.rng = game, observe, cfg, rng
-        self.roots = [Node(game.new_initial_state()) for _ in range(cfg.num_games)]
+        self.trees = Trees([game.new_initial_state() for _ in range(cfg.num_games)])
         self.records: list[list[tuple[np.ndarray, np.ndarray, int, float]]] = [
-            [] for _ in self.roots]
+            [] for _ in range(cfg.num_games)]
+
+    def positions(self) -> list[Any]:
+        """Each game's position, to be moved from."""
+        return [self.trees.state(g) for g in range(self.trees.rows)]
 
     def move(self, evaluate: Any) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, list]]:
         """One move in every game; each game that ended: its positions, search policies,
         value targets for the player to move (value_target_mix) and returns."""
-        cfg = self.cfg
-        expand_roots(self.roots, evaluate)
-        for root in self.roots:
-            add_noise(root, cfg.dirichlet_alpha, cfg.dirichlet_fraction, self.rng)
-        search(self.roots, evaluate, cfg.num_simulations, cfg.puct_c)
-        observed = self.observe([root.state for root in self.roots])
+        cfg, trees = self.cfg, self.trees
+        trees.expand_roots(evaluate)
+        trees.add_noise(cfg.dirichlet_alpha, cfg.dirichlet_fraction, self.rng)
+        trees.search(evaluate, cfg.num_simulations, cfg.puct_c)
+        observed = self.observe(self.positions())
         ended = []
-        for i, root in enumerate(self.roots):
-            policy = root.policy()
-            explore = root.state.move_number() < cfg.temperature_moves
+        for g in range(trees.rows):
+            policy, state = trees.policy(g), trees.state(g)
+            explore = state.move_number() < cfg.temperature_moves
             action = (int(self.rng.choice(len(policy), p=policy)) if explore
                       else int(policy.argmax()))
-            self.records[i].append((observed[i], policy, root.player, root.value()))
-            child = root.child(action)
-            if not child.state.is_terminal():
-                self.roots[i] = child
+            self.records[g].append((observed[g], policy, trees.player(g), trees.value(g)))
+            trees.advance(g, action)
+            if not trees.state(g).is_terminal():
                 continue
-            returns = child.state.returns()
-            obs, policies, players, searched = zip(*self.records[i], strict=True)
+            returns = trees.state(g).returns()
+            obs, policies, players, searched = zip(*self.records[g], strict=True)
             outcome = np.array([returns[p] for p in players], np.float32)
             mix = cfg.value_target_mix
             target = (1 - mix) * outcome + mix * np.array(searched, np.float32)
             ended.append((np.stack(obs), np.stack(policies), target, returns))
-            self.records[i] = []
-            self.roots[i] = Node(self.game.new_initial_state())
+            self.records[g] = []
+            trees.replant(g, self.game.new_initial_state())
         return ended
 
 

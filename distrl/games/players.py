@@ -23,7 +23,7 @@ from distrl.core.checkpoint import Checkpoint
 from distrl.games.games import policy_obs_space
 from distrl.games.opponents import Opponent
 from distrl.games.policies import ActingPolicy, LocalPolicy, only
-from distrl.games.search import Node, expand_roots, search, search_game
+from distrl.games.search import Trees, search_game
 from distrl.games.tabular import TablePolicy, has_table, load_table
 
 PUCT_C = 1.5
@@ -60,10 +60,10 @@ class SearchPlayer:
                 logits, values = self.policy(obs, value=True)
             return logits.numpy(), values.numpy()
 
-        roots = [Node(state.clone()) for state in states]
-        expand_roots(roots, evaluate)
-        search(roots, evaluate, self.simulations, self.c)
-        return [(self._pick(root.policy()), root.value()) for root in roots]
+        trees = Trees([state.clone() for state in states])
+        trees.expand_roots(evaluate)
+        trees.search(evaluate, self.simulations, self.c)
+        return [(self._pick(trees.policy(g)), trees.value(g)) for g in range(trees.rows)]
 
     def _pick(self, visits: np.ndarray) -> int:
         if self.temperature == 0:

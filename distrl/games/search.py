@@ -5,14 +5,23 @@ self-play searches with it, and so does any game run's network at play time
 (games.players: ``distrl eval --search``, ``distrl play``).
 
 Pure maths and OpenSpiel states, no torch: ``evaluate(states) -> (logits [B, A], values
-[B])`` is the network, each value in [-1, 1] for the player to move in its state. The
-simulations of many games run side by side so that their leaves are evaluated in one
-batch (the tuned connect-four network on one CPU thread: 3.6 ms for 128 positions, 0.46
-ms for one).
+[B])`` is the network, each value in [-1, 1] for the player to move in its state. Many
+positions are searched side by side (``Trees``, one tree a row) so that their leaves are
+evaluated in one batch (the tuned connect-four network on one CPU thread: 2-4 ms for
+128 positions, 0.2-0.5 ms for one).
 
 Each edge (node, action) keeps its visit count and the sum of the values backed up
-through it, both from the view of the player to move at ``node``; a leaf's value turns
-sign on the way up wherever the player to move differs from the leaf's.
+through it, both from the view of the player to move at ``node``; a leaf's value counts
+for the player who moves there and against the other.
+
+The trees are numpy arrays [row, node, action], and each simulation descends every row
+in lockstep, one numpy step per depth: written in Python node by node, the descent and
+backup took half of self-play's time; in arrays a depth step costs about what one node
+did, shared by all rows. Python is left with what OpenSpiel must do per new node
+(stepping, legal moves); the visits and values are a plain node-by-node PUCT's.
+Memory: about 50 bytes per node and action, every row as long as the longest
+(connect four's self-play, 128 games of 50 simulations a move: 11 MB), as a row over
+half full keeps only the subtree of the move played.
 """
 
 from __future__ import annotations
@@ -20,187 +29,267 @@ from __future__ import annotations
 import gc
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from distrl.games.games import import_extra
 
 Evaluate = Callable[[list[Any]], tuple[np.ndarray, np.ndarray]]
+TERMINAL = -4
+"""OpenSpiel's current_player() of a terminal state (no chance nodes here)."""
 
 
-class Node:
-    """One position: its state, the player to move and, once expanded, its edges.
+class Edges(NamedTuple):
+    """One node's edges by action (0 at illegal moves), for readers and tests."""
 
-    Edges are compact: entry i of each edge list belongs to the legal move ``legal[i]``
-    (only the legal moves, so the search's loops skip no illegal ones). They are Python
-    lists, not numpy arrays: with a handful of moves a numpy call costs more than the
-    loop it replaces, and a simulation makes a dozen. ``prior``, ``visits``,
-    ``value_sum`` and ``children`` give them by action, for readers."""
+    prior: list[float]
+    visits: list[int]
+    value_sum: list[float]
+    expanded: bool
 
-    __slots__ = ("edge_child", "edge_mean", "edge_prior", "edge_sum", "edge_visits",
-                 "legal", "num_actions", "player", "state", "total")
 
-    def __init__(self, state: Any):
-        self.state = state
-        self.player = state.current_player()
-        self.legal: list[int] | None = None
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Rows of move probabilities, in the logits' precision."""
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return p / p.sum(axis=1, keepdims=True)
 
-    @property
-    def expanded(self) -> bool:
-        return self.legal is not None
 
-    def expand(self, probs: list[float]) -> None:
-        """Priors: the network's move probabilities renormalised over the legal moves."""
-        self.legal = legal = self.state.legal_actions()
-        prior = [probs[a] for a in legal]
-        mass = sum(prior)
-        self.edge_prior = ([p / mass for p in prior] if mass > 0
-                           else [1 / len(legal)] * len(legal))
-        self.edge_visits = [0] * len(legal)
-        self.edge_sum = [0.0] * len(legal)
-        # edge_sum / edge_visits (0 unvisited), kept by the backup for speed: the
-        # choice of move, which reads every edge, then divides nothing.
-        self.edge_mean = [0.0] * len(legal)
-        self.edge_child: list[Node | None] = [None] * len(legal)
-        self.num_actions = len(probs)
-        self.total = 0
+A = "actions"
+FIELDS = {
+    # name: (blank value, dtype, the axes after [row, node])
+    "prior": (0.0, np.float64, A),
+    "visits": (0.0, np.float64, A),
+    "value_sum": (0.0, np.float64, A),
+    "mean": (0.0, np.float64, A),  # value_sum / visits (0 unvisited), kept by the backup
+    "illegal": (-math.inf, np.float64, A),  # 0 at legal moves: added to their scores
+    "child": (-1, np.int64, A),
+    "total": (0.0, np.float64, ()),  # backups through the node
+    "mover": (TERMINAL, np.int8, ()),  # the player to move
+    "expanded": (False, bool, ()),
+    "returns": (0.0, np.float64, (2,)),  # a terminal node's, by player
+}
+"""The trees' arrays, [row, node, ...]."""
 
-    def child(self, action: int) -> Node:
-        """The position after ``action``, a legal move of this expanded node."""
-        i = self.legal.index(action)
-        node = self.edge_child[i]
-        if node is None:
-            node = self.edge_child[i] = Node(self.state.child(action))
-        return node
 
-    def value(self) -> float:
-        """The searched value for the player to move: the mean of all values backed up
-        through the node's edges (0 before any)."""
-        return sum(self.edge_sum) / self.total if self.expanded and self.total else 0.0
+class Trees:
+    """One search tree per position in ``states``, as arrays: row g is the tree of
+    position g, node 0 of a fresh row its root. A row's nodes are numbered in the order
+    they were made; ``child`` links a node's edge to its child node (-1: none yet)."""
 
-    def policy(self) -> np.ndarray:
-        """The root's visit distribution: the search's improved policy."""
-        visits = np.asarray(self.visits, np.float64)
+    def __init__(self, states: list[Any], num_actions: int | None = None):
+        self.rows = len(states)
+        self.num_actions = num_actions or states[0].get_game().num_distinct_actions()
+        self.capacity = 0
+        self._grow(64)
+        self.root = np.zeros(self.rows, np.int64)
+        self.count = [0] * self.rows
+        self.states: list[list[Any]] = [[] for _ in range(self.rows)]
+        for g, state in enumerate(states):
+            self.replant(g, state)
+
+    # -- the arrays ---------------------------------------------------------------------
+
+    def _grow(self, capacity: int) -> None:
+        """Room for ``capacity`` nodes a row; new nodes start blank."""
+        old = self.capacity
+        for name, (blank, dtype, axes) in FIELDS.items():
+            axes = (self.num_actions,) if axes == A else axes
+            new = np.full((self.rows, capacity, *axes), blank, dtype)
+            if old:
+                new[:, :old] = getattr(self, name)
+            setattr(self, name, new)
+        self.capacity = capacity
+
+    def _blank(self, g: int, start: int, stop: int) -> None:
+        """Nodes start..stop of row g back to blank (no longer used)."""
+        for name, (blank, _, _) in FIELDS.items():
+            getattr(self, name)[g, start:stop] = blank
+
+    def _new_node(self, g: int, state: Any) -> int:
+        if self.count[g] == self.capacity:
+            self._grow(2 * self.capacity)
+        i = self.count[g]
+        self.count[g] = i + 1
+        self.states[g].append(state)
+        player = state.current_player()
+        self.mover[g, i] = player
+        if player < 0:
+            self.returns[g, i] = state.returns()
+        return i
+
+    # -- rows ---------------------------------------------------------------------------
+
+    def replant(self, g: int, state: Any) -> None:
+        """Row g becomes a fresh tree of ``state``."""
+        self._blank(g, 0, self.count[g])
+        self.count[g], self.root[g], self.states[g] = 0, 0, []
+        self._new_node(g, state)
+
+    def advance(self, g: int, action: int) -> None:
+        """Row g's tree becomes the subtree of ``action`` from its root (made if not
+        searched). Once the row is over half full, the subtree is renumbered from 0 so
+        that the rest's room is used again."""
+        root = int(self.root[g])
+        if self.child[g, root, action] < 0:
+            self.child[g, root, action] = self._new_node(g, self.states[g][root].child(action))
+        self.root[g] = self.child[g, root, action]
+        if 2 * self.count[g] > self.capacity:
+            self._compact(g)
+
+    def _compact(self, g: int) -> None:
+        """Row g keeps only its root's subtree, renumbered from 0 (level by level)."""
+        keep = self._subtree(g, int(self.root[g]))
+        old = self.count[g]
+        renumber = np.full(old, -1, np.int64)
+        renumber[keep] = np.arange(len(keep))
+        for name in FIELDS:
+            array = getattr(self, name)
+            array[g, :len(keep)] = array[g, keep]
+        links = self.child[g, :len(keep)]
+        links[links >= 0] = renumber[links[links >= 0]]
+        self.states[g] = [self.states[g][i] for i in keep.tolist()]
+        self._blank(g, len(keep), old)
+        self.count[g], self.root[g] = len(keep), 0
+
+    def _subtree(self, g: int, node: int) -> np.ndarray:
+        """The nodes under ``node`` (itself first), level by level."""
+        levels, frontier = [], np.array([node])
+        while len(frontier):
+            levels.append(frontier)
+            links = self.child[g, frontier]
+            frontier = links[links >= 0]
+        return np.concatenate(levels)
+
+    def state(self, g: int) -> Any:
+        return self.states[g][int(self.root[g])]
+
+    def player(self, g: int) -> int:
+        return int(self.mover[g, self.root[g]])
+
+    def edges(self, g: int, path: tuple[int, ...] = ()) -> Edges | None:
+        """The edges of the node ``path`` (actions from the root) leads to; None where
+        the search never made it."""
+        node = int(self.root[g])
+        for action in path:
+            node = int(self.child[g, node, action])
+            if node < 0:
+                return None
+        return Edges(self.prior[g, node].tolist(), self.visits[g, node].astype(int).tolist(),
+                     self.value_sum[g, node].tolist(), bool(self.expanded[g, node]))
+
+    def policy(self, g: int) -> np.ndarray:
+        """Row g's root visit distribution: the search's improved policy."""
+        visits = self.visits[g, self.root[g]]
         return visits / visits.sum()
 
-    @property
-    def prior(self) -> list[float] | None:
-        return self._by_action(self.edge_prior, 0.0) if self.expanded else None
+    def value(self, g: int) -> float:
+        """The searched value for the player to move at row g's root: the mean of all
+        values backed up through its edges (0 before any)."""
+        root = self.root[g]
+        total = self.total[g, root]
+        # Python's sum adds in action order, as the values were backed up.
+        return sum(self.value_sum[g, root].tolist()) / total if total else 0.0
 
-    @property
-    def visits(self) -> list[int]:
-        return self._by_action(self.edge_visits, 0)
+    # -- searching ----------------------------------------------------------------------
 
-    @property
-    def value_sum(self) -> list[float]:
-        return self._by_action(self.edge_sum, 0.0)
+    def _expand(self, rows: list[int], nodes: list[int], probs: np.ndarray) -> None:
+        """Priors: the network's move probabilities renormalised over the legal moves
+        (uniform over them where the network gives them no mass)."""
+        legal = np.array([self.states[g][i].legal_actions_mask()
+                          for g, i in zip(rows, nodes, strict=True)], bool)
+        probs = np.where(legal, np.asarray(probs, np.float64), 0.0)
+        mass = probs.sum(axis=1, keepdims=True)
+        uniform = legal / legal.sum(axis=1, keepdims=True)
+        self.prior[rows, nodes] = np.where(mass > 0, probs / np.where(mass > 0, mass, 1.0),
+                                           uniform)
+        self.illegal[rows, nodes] = np.where(legal, 0.0, -math.inf)
+        self.expanded[rows, nodes] = True
 
-    @property
-    def children(self) -> dict[int, Node]:
-        if not self.expanded:
-            return {}
-        return {a: c for a, c in zip(self.legal, self.edge_child, strict=True) if c is not None}
+    def expand_roots(self, evaluate: Evaluate) -> None:
+        """Expand the roots not expanded yet, in one batch."""
+        rows = [g for g in range(self.rows) if not self.expanded[g, self.root[g]]]
+        if rows:
+            nodes = self.root[rows].tolist()
+            logits, _ = evaluate([self.states[g][i] for g, i in zip(rows, nodes, strict=True)])
+            self._expand(rows, nodes, softmax(logits))
 
-    def _by_action(self, edges: list, zero: float) -> list:
-        full = [zero] * self.num_actions
-        for a, x in zip(self.legal, edges, strict=True):
-            full[a] = x
-        return full
+    def add_noise(self, alpha: float, fraction: float, rng: np.random.Generator) -> None:
+        """Mix Dirichlet(alpha) noise into every expanded root's legal priors, row by
+        row, so that self-play tries moves the network rates low."""
+        for g in range(self.rows):
+            root = self.root[g]
+            legal = np.flatnonzero(self.illegal[g, root] == 0)
+            noise = rng.dirichlet([alpha] * len(legal))
+            prior = self.prior[g, root]
+            prior[legal] = (1 - fraction) * prior[legal] + fraction * noise
 
+    def search(self, evaluate: Evaluate, simulations: int, c: float) -> None:
+        """``simulations`` simulations from each (expanded, non-terminal) root; each
+        round walks every row's tree to a leaf and evaluates the new leaves in one batch.
 
-def softmax(logits: np.ndarray) -> list[list[float]]:
-    """Rows of move probabilities, as lists (what Node.expand reads)."""
-    p = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return (p / p.sum(axis=1, keepdims=True)).tolist()
+        Python's cyclic garbage collector pauses meanwhile: the OpenSpiel states the
+        search makes would trigger collections that rescan every live object."""
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for _ in range(simulations):
+                self._simulate(evaluate, c)
+        finally:
+            if enabled:
+                gc.enable()
 
+    def _simulate(self, evaluate: Evaluate, c: float) -> None:
+        path, ends = self._descend(c)
+        rows, nodes = ends
+        leaf = ~self.expanded[rows, nodes] & (self.mover[rows, nodes] >= 0)
+        value = self.returns[rows, nodes]  # [rows, player]: the terminal ones' returns
+        if leaf.any():
+            leaf_rows, leaf_nodes = rows[leaf].tolist(), nodes[leaf].tolist()
+            logits, values = evaluate([self.states[g][i]
+                                       for g, i in zip(leaf_rows, leaf_nodes, strict=True)])
+            self._expand(leaf_rows, leaf_nodes, softmax(logits))
+            v = np.clip(values.astype(np.float64).reshape(-1), -1.0, 1.0)
+            mover = self.mover[rows[leaf], nodes[leaf]]
+            value[leaf] = np.where(mover[:, None] == np.arange(2), v[:, None], -v[:, None])
+        self._backup(path, value)
 
-def add_noise(root: Node, alpha: float, fraction: float, rng: np.random.Generator) -> None:
-    """Mix Dirichlet(alpha) noise into an expanded root's legal priors, so self-play
-    tries moves the network rates low."""
-    noise = rng.dirichlet([alpha] * len(root.legal))
-    root.edge_prior = [(1 - fraction) * p + fraction * eta
-                       for p, eta in zip(root.edge_prior, noise.tolist(), strict=True)]
+    def _descend(self, c: float) -> tuple[list, tuple[np.ndarray, np.ndarray]]:
+        """Every row's walk from its root to a new leaf or a terminal state: the edges
+        taken, depth by depth (rows, nodes, actions), and where each row ended (its
+        rows, nodes; row order). Each edge scores its mean value (0 unvisited) plus
+        c * prior * sqrt(parent visits) / (1 + visits); illegal moves score -inf, and
+        the first best move wins (argmax)."""
+        rows = np.arange(self.rows)
+        nodes = self.root.copy()
+        end_nodes = np.empty(self.rows, np.int64)
+        path = []
+        while len(rows):
+            scale = c * np.sqrt(self.total[rows, nodes] + 1)
+            scores = (self.mean[rows, nodes]
+                      + scale[:, None] * self.prior[rows, nodes] / (1 + self.visits[rows, nodes])
+                      + self.illegal[rows, nodes])
+            actions = scores.argmax(axis=1)
+            path.append((rows, nodes, actions))
+            children = self.child[rows, nodes, actions]
+            for k in np.flatnonzero(children < 0).tolist():
+                g, i, a = int(rows[k]), int(nodes[k]), int(actions[k])
+                children[k] = self.child[g, i, a] = self._new_node(g, self.states[g][i].child(a))
+            done = ~self.expanded[rows, children] | (self.mover[rows, children] < 0)
+            end_nodes[rows[done]] = children[done]
+            rows, nodes = rows[~done], children[~done]
+        return path, (np.arange(self.rows), end_nodes)
 
-
-def expand_roots(roots: list[Node], evaluate: Evaluate) -> None:
-    """Expand the roots not expanded yet, in one batch."""
-    fresh = [r for r in roots if not r.expanded]
-    if fresh:
-        logits, _ = evaluate([r.state for r in fresh])
-        for root, row in zip(fresh, softmax(logits), strict=True):
-            root.expand(row)
-
-
-def search(roots: list[Node], evaluate: Evaluate, simulations: int, c: float) -> None:
-    """``simulations`` simulations from each (expanded, non-terminal) root; each round
-    walks every root's tree to a leaf and evaluates the new leaves in one batch.
-
-    Python's cyclic garbage collector pauses meanwhile, for speed: it would rescan the
-    growing trees every few hundred new nodes (a fifth of the search's time in
-    self-play). The trees hold no reference cycles: reference counting frees them."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        _simulate(roots, evaluate, simulations, c)
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _simulate(roots: list[Node], evaluate: Evaluate, simulations: int, c: float) -> None:
-    for _ in range(simulations):
-        walks = [_descend(root, c) for root in roots]
-        leaves = [leaf for _, leaf, _ in walks if leaf is not None]
-        if leaves:
-            logits, values = evaluate([leaf.state for leaf in leaves])
-            probs, values = softmax(logits), values.tolist()
-        k = 0
-        for path, leaf, returns in walks:
-            if leaf is None:
-                _backup(path, returns)
-                continue
-            leaf.expand(probs[k])
-            value = min(max(values[k], -1.0), 1.0)
-            k += 1
-            # The leaf's value by player (two): its mover's value, and minus it.
-            _backup(path, (value, -value) if leaf.player == 0 else (-value, value))
-
-
-def _descend(root: Node, c: float) -> tuple[list[tuple[Node, int]], Node | None, Any]:
-    """The path (node, edge index) from ``root`` to a new leaf (returned to be
-    evaluated) or to a terminal state (its returns, to back up).
-
-    The hot loop of the search, written for speed: the PUCT choice is inline, as one
-    list of scores and C-level max and index (the first best move wins, as a plain
-    loop's strict comparison would). Each edge scores its mean value (0 unvisited)
-    plus c * prior * sqrt(parent visits) / (1 + visits)."""
-    node, path, sqrt = root, [], math.sqrt
-    while True:
-        scale = c * sqrt(node.total + 1)
-        scores = [q + scale * p / (1 + n)
-                  for q, p, n in zip(node.edge_mean, node.edge_prior, node.edge_visits,
-                                     strict=True)]
-        i = scores.index(max(scores))
-        path.append((node, i))
-        child = node.edge_child[i]
-        if child is None:
-            child = node.edge_child[i] = Node(node.state.child(node.legal[i]))
-        if child.player < 0:  # terminal: no chance nodes here, so no other negative player
-            return path, None, child.state.returns()
-        if child.legal is None:
-            return path, child, None
-        node = child
-
-
-def _backup(path: list[tuple[Node, int]], values: Any) -> None:
-    """Add ``values[player]`` (the value for the player to move at each node) to the
-    path's edges."""
-    for node, i in path:
-        n = node.edge_visits[i] = node.edge_visits[i] + 1
-        node.total += 1
-        total = node.edge_sum[i] = node.edge_sum[i] + values[node.player]
-        node.edge_mean[i] = total / n
+    def _backup(self, path: list, value: np.ndarray) -> None:
+        """Add ``value[row, player]`` (the value for the player to move at each node) to
+        the edges walked."""
+        for rows, nodes, actions in path:
+            visits = self.visits[rows, nodes, actions] + 1
+            total = self.value_sum[rows, nodes, actions] + value[rows, self.mover[rows, nodes]]
+            self.visits[rows, nodes, actions] = visits
+            self.value_sum[rows, nodes, actions] = total
+            self.mean[rows, nodes, actions] = total / visits
+            self.total[rows, nodes] += 1
 
 
 def search_game(env: Any) -> Any:

@@ -29,7 +29,7 @@ from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import RunConfig
 from distrl.core.loop import start_run
 from distrl.games.games import make_multiagent_env, split_obs
-from distrl.games.search import Node, add_noise, expand_roots, search
+from distrl.games.search import Trees
 
 
 def uniform(value: float = 0.0):
@@ -50,13 +50,14 @@ def connect_four(moves):
 def test_a_leaf_value_counts_for_its_mover_and_against_the_parent():
     """One simulation from the first position: the new leaf is the second player's turn,
     valued 0.3 for that player, so the root's edge gains -0.3 for the first player."""
-    root = Node(connect_four([]))
-    expand_roots([root], uniform(0.3))
-    search([root], uniform(0.3), 1, 1.5)
+    trees = Trees([connect_four([])])
+    trees.expand_roots(uniform(0.3))
+    trees.search(uniform(0.3), 1, 1.5)
+    root = trees.edges(0)
     (action,) = np.flatnonzero(root.visits)
     assert sum(root.visits) == 1
     assert root.value_sum[action] == pytest.approx(-0.3)
-    child = root.children[action]
+    child = trees.edges(0, (int(action),))
     assert child.expanded and sum(child.visits) == 0
 
 
@@ -66,23 +67,23 @@ def test_search_takes_the_win_and_blocks_the_loss(moves, best):
     """Connect four, first player to move. After 0 6 1 6 2 5 column 3 completes its
     row; after 0 3 6 3 6 3 the second player threatens column 3, which only playing
     column 3 stops. An opinion-free network: only the search's terminal states tell."""
-    root = Node(connect_four(moves))
-    expand_roots([root], uniform())
-    search([root], uniform(), 200, 1.5)
-    assert int(np.argmax(root.visits)) == best
-    assert root.policy()[best] > 0.5
+    trees = Trees([connect_four(moves)])
+    trees.expand_roots(uniform())
+    trees.search(uniform(), 200, 1.5)
+    assert int(np.argmax(trees.edges(0).visits)) == best
+    assert trees.policy(0)[best] > 0.5
 
 
 def test_a_root_value_is_the_mean_of_what_its_edges_backed_up():
     """Tic-tac-toe, every leaf valued 0.5 for its mover: the first 9 simulations visit
     each of the 9 replies once (unvisited edges score highest), each a leaf of the
     second player's, so the first player's searched value is -0.5."""
-    root = Node(pyspiel.load_game("tic_tac_toe").new_initial_state())
-    assert root.value() == 0.0  # nothing searched yet
-    expand_roots([root], uniform(0.5))
-    search([root], uniform(0.5), 9, 1.5)
-    assert root.visits == [1] * 9
-    assert root.value() == pytest.approx(-0.5)
+    trees = Trees([pyspiel.load_game("tic_tac_toe").new_initial_state()])
+    assert trees.value(0) == 0.0  # nothing searched yet
+    trees.expand_roots(uniform(0.5))
+    trees.search(uniform(0.5), 9, 1.5)
+    assert trees.edges(0).visits == [1] * 9
+    assert trees.value(0) == pytest.approx(-0.5)
 
 
 def test_value_targets_mix_the_outcome_with_the_searched_value():
@@ -112,19 +113,20 @@ def test_roots_search_side_by_side_in_one_batch_per_simulation():
         calls.append(len(states))
         return uniform()(states)
 
-    roots = [Node(connect_four(m)) for m in ([], [3], [3, 3])]
-    expand_roots(roots, counting)
-    search(roots, counting, 5, 1.5)
+    trees = Trees([connect_four(m) for m in ([], [3], [3, 3])])
+    trees.expand_roots(counting)
+    trees.search(counting, 5, 1.5)
     assert calls == [3] + [3] * 5
-    assert [sum(r.visits) for r in roots] == [5, 5, 5]
+    assert [sum(trees.edges(g).visits) for g in range(3)] == [5, 5, 5]
 
 
 def test_noise_moves_prior_mass_only_among_legal_moves():
-    root = Node(connect_four([0, 0, 0, 0, 0, 0]))  # column 0 full
-    expand_roots([root], uniform())
-    add_noise(root, 0.3, 0.5, np.random.default_rng(0))
-    assert root.prior[0] == 0 and sum(root.prior) == pytest.approx(1)
-    assert not np.allclose(root.prior[1:], 1 / 6)
+    trees = Trees([connect_four([0, 0, 0, 0, 0, 0])])  # column 0 full
+    trees.expand_roots(uniform())
+    trees.add_noise(0.3, 0.5, np.random.default_rng(0))
+    prior = trees.edges(0).prior
+    assert prior[0] == 0 and sum(prior) == pytest.approx(1)
+    assert not np.allclose(prior[1:], 1 / 6)
 
 
 def test_the_network_sees_pettingzoos_observation_of_every_searched_position():
@@ -267,7 +269,7 @@ def test_noise_and_temperature_vary_the_openings(fraction, temperature_moves, al
     games = SelfPlay(pyspiel.load_game("tic_tac_toe"), lambda states: np.zeros((len(states), 1)),
                      cfg, np.random.default_rng(0))
     games.move(uniform())
-    first = {tuple(root.state.history()) for root in games.roots}
+    first = {tuple(state.history()) for state in games.positions()}
     assert (first == {(0,)}) == alike and (alike or len(first) > 3)
 
 

@@ -38,13 +38,13 @@ def runs(tmp_path_factory):
 def constants(monkeypatch):
     """The exploration constant of every search played at play time."""
     seen = set()
-    real = players.search
+    real = players.Trees.search
 
-    def spy(roots, evaluate, simulations, c):
+    def spy(trees, evaluate, simulations, c):
         seen.add(c)
-        return real(roots, evaluate, simulations, c)
+        return real(trees, evaluate, simulations, c)
 
-    monkeypatch.setattr(players, "search", spy)
+    monkeypatch.setattr(players.Trees, "search", spy)
     return seen
 
 

@@ -1,6 +1,7 @@
-"""games.search against a plain PUCT written here without its speed-ups (compact edge
-lists, the inline choice, the paused collector): the same visits, values and priors on
-tic-tac-toe with a fixed fake network, searched one root at a time or side by side."""
+"""games.search against a plain PUCT written here node by node, without its speed-ups
+(trees as arrays descended in lockstep, the paused collector): the same visits, values
+and priors on tic-tac-toe with a fixed fake network, searched one root at a time or side
+by side, and again after the move played keeps its subtree."""
 
 import math
 
@@ -11,7 +12,7 @@ pytest.importorskip("pyspiel")
 
 import pyspiel
 
-from distrl.games.search import Node, add_noise, expand_roots, search, softmax
+from distrl.games.search import Trees, softmax
 
 C = 1.25
 
@@ -79,33 +80,65 @@ def opening(moves):
 OPENINGS = ([], [4], [0, 4], [4, 0, 8], [0, 1, 3])
 
 
+def assert_same(trees, g, plain, simulations):
+    edges = trees.edges(g)
+    assert edges.visits == plain.visits
+    assert edges.value_sum == pytest.approx(plain.value_sum)
+    assert edges.prior == pytest.approx(plain.prior)
+    assert trees.value(g) == pytest.approx(sum(plain.value_sum) / simulations)
+    np.testing.assert_allclose(trees.policy(g), np.array(plain.visits) / simulations)
+    for action, child in plain.children.items():
+        below = trees.edges(g, (action,))
+        assert below is not None and below.expanded == (child.prior is not None)
+        if child.prior is not None:
+            assert below.visits == child.visits
+            assert below.value_sum == pytest.approx(child.value_sum)
+
+
 @pytest.mark.parametrize("simulations", [1, 9, 60, 300])
 def test_search_matches_a_plain_puct(simulations):
-    roots = [Node(opening(m)) for m in OPENINGS]
-    expand_roots(roots, fake_network)
-    search(roots, fake_network, simulations, C)
-    for moves, root in zip(OPENINGS, roots, strict=True):
+    trees = Trees([opening(m) for m in OPENINGS])
+    trees.expand_roots(fake_network)
+    trees.search(fake_network, simulations, C)
+    for g, moves in enumerate(OPENINGS):
         plain = Plain(opening(moves))
         plain.expand()
         for _ in range(simulations):
             plain_simulation(plain)
-        assert root.visits == plain.visits
-        assert root.value_sum == pytest.approx(plain.value_sum)
-        assert root.prior == pytest.approx(plain.prior)
-        assert root.value() == pytest.approx(sum(plain.value_sum) / simulations)
-        np.testing.assert_allclose(root.policy(), np.array(plain.visits) / simulations)
-        for action, child in root.children.items():
-            if child.expanded:
-                assert child.visits == plain.children[action].visits
+        assert_same(trees, g, plain, simulations)
+
+
+def test_the_move_played_keeps_its_subtree_and_searches_on_as_a_plain_puct():
+    """Three moves of one game, 40 simulations each: after the first, the tree keeps the
+    played move's subtree (renumbered once the row fills) and the second search adds to
+    its statistics, as the plain PUCT's kept child does."""
+    trees = Trees([opening([])])
+    plain = Plain(opening([]))
+    trees.expand_roots(fake_network)
+    plain.expand()
+    for _move in range(3):
+        trees.search(fake_network, 40, C)
+        for _ in range(40):
+            plain_simulation(plain)
+        assert_same(trees, 0, plain, sum(plain.visits))
+        action = int(np.argmax(plain.visits))
+        trees.advance(0, action)
+        plain = plain.children[action]
+        assert trees.state(0).history() == plain.state.history()
+        if plain.prior is None:
+            plain.expand()
+        trees.expand_roots(fake_network)
+        assert trees.count[0] <= trees.capacity
+    assert trees.capacity == 64  # rows over half full kept only the subtree
 
 
 def test_noise_mixes_into_the_legal_priors_in_their_order():
-    root = Node(opening([0, 4]))
-    expand_roots([root], fake_network)
-    before = list(root.prior)
-    add_noise(root, 0.3, 0.25, np.random.default_rng(1))
+    trees = Trees([opening([0, 4])])
+    trees.expand_roots(fake_network)
+    before = trees.edges(0).prior
+    trees.add_noise(0.3, 0.25, np.random.default_rng(1))
     noise = np.random.default_rng(1).dirichlet([0.3] * 7)
-    legal = root.legal
+    legal = opening([0, 4]).legal_actions()
     expected = [0.75 * before[a] + 0.25 * noise[legal.index(a)] if a in legal else 0.0
                 for a in range(9)]
-    assert root.prior == pytest.approx(expected)
+    assert trees.edges(0).prior == pytest.approx(expected)
