@@ -13,7 +13,9 @@ threads, every trial a fresh subprocess interleaved by seed.
 steps/s: its returns are then those of the window, not of the budget. One JSON line per
 trial, the summary last: per env the medians of final return, deterministic evaluation,
 wall time and env steps/s of each system, return_ratio_<env> and time_ratio_<env>
-(distrl in-process / SB3, the wall time per env step where SB3 ran a shorter window).
+(distrl in-process / SB3, the wall time per env step where SB3 ran a shorter window), and
+how many tasks distrl's median reaches Tianshou's 1M figure on
+(``tasks_at_tianshou_final_return``, ``tasks_at_tianshou_det_eval``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ ZOO = {
                         ent_coef=0.00238306, clip_range=0.3, n_epochs=5, gae_lambda=0.9,
                         max_grad_norm=2.0, vf_coef=0.431892, net=True),
 }
+# Tianshou's PPO at 1M env steps (v3 envs, its README's MuJoCo table): the bar's figures.
+TIANSHOU_1M = {"Hopper-v5": 2_609.0, "HalfCheetah-v5": 5_784.0, "Walker2d-v5": 3_589.0,
+               "Ant-v5": 3_258.0, "Humanoid-v5": 787.0}
 
 
 def run_distrl(env: str, seed: int, steps: int, runners: int) -> dict:
@@ -139,6 +144,8 @@ def summary(trials: list[dict], envs: list[str], systems: tuple[str, ...] = SYST
     shorter window (then its return ratio compares different budgets: left out)."""
     out: dict = {}
     for env in envs:
+        out[f"tianshou_1m_{env}"] = TIANSHOU_1M[env]
+
         def med(system: str, key: str, env: str = env) -> float:
             return statistics.median(t[key] for t in trials
                                      if t["system"] == system and t["env"] == env)
@@ -156,6 +163,10 @@ def summary(trials: list[dict], envs: list[str], systems: tuple[str, ...] = SYST
             if out[f"sb3_env_steps_{env}"] == out[f"{system}_env_steps_{env}"]:
                 out[f"return_ratio{tag}_{env}"] = (out[f"{system}_final_return_{env}"]
                                                    / out[f"sb3_final_return_{env}"])
+    if "distrl" in systems:
+        for key in ("final_return", "det_eval"):
+            out[f"tasks_at_tianshou_{key}"] = sum(
+                out[f"distrl_{key}_{env}"] >= TIANSHOU_1M[env] for env in envs)
     return out
 
 

@@ -1,0 +1,39 @@
+"""bench/ppo_mujoco.py's summary: medians over seeds, the time ratio per env step (so
+that SB3 may run a shorter window), the return ratio only where both ran the same
+steps, and the count of tasks at Tianshou's 1M figure."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.append(str(BENCH))  # the benches import their neighbours by name
+
+import ppo_mujoco  # noqa: E402
+
+
+def trial(system, env, seed, final, det, wall, steps):
+    return {"system": system, "env": env, "seed": seed, "final_return": final,
+            "det_eval": det, "wall_s": wall, "env_steps": steps, "steps_per_s": steps / wall}
+
+
+def test_summary_takes_medians_and_compares_time_per_env_step():
+    trials = [trial("distrl", "Walker2d-v5", 0, 3_000.0, 3_900.0, 400.0, 1_000_000),
+              trial("distrl", "Walker2d-v5", 1, 3_700.0, 3_500.0, 500.0, 1_000_000),
+              trial("distrl", "Walker2d-v5", 2, 3_600.0, 3_000.0, 450.0, 1_000_000),
+              trial("sb3", "Walker2d-v5", 0, 900.0, 1_000.0, 200.0, 50_000),
+              trial("distrl", "Ant-v5", 0, 4_000.0, 4_100.0, 600.0, 1_000_000),
+              trial("sb3", "Ant-v5", 0, 3_000.0, 3_100.0, 1_200.0, 1_000_000)]
+    out = ppo_mujoco.summary(trials, ["Walker2d-v5", "Ant-v5"], ("sb3", "distrl"))
+    assert out["distrl_final_return_Walker2d-v5"] == 3_600.0
+    assert out["distrl_det_eval_Walker2d-v5"] == 3_500.0
+    assert out["distrl_wall_s_Walker2d-v5"] == 450.0
+    # distrl: the median of 2,500 / 2,000 / 2,222 steps/s; SB3 250 steps/s.
+    assert out["time_ratio_Walker2d-v5"] == pytest.approx(250 / (1_000_000 / 450))
+    assert "return_ratio_Walker2d-v5" not in out  # SB3 ran 50k steps, distrl 1M
+    assert out["return_ratio_Ant-v5"] == pytest.approx(4_000 / 3_000)
+    assert out["time_ratio_Ant-v5"] == pytest.approx(0.5)
+    # Tianshou at 1M: Walker2d 3,589 (3,600 reaches it, 3,500 does not), Ant 3,258.
+    assert out["tasks_at_tianshou_final_return"] == 2
+    assert out["tasks_at_tianshou_det_eval"] == 1
