@@ -240,8 +240,9 @@ class Trees:
                 gc.enable()
 
     def _simulate(self, evaluate: Evaluate, c: float) -> None:
-        path, ends = self._descend(c)
-        rows, nodes = ends
+        """One simulation in every row: descend, evaluate the new leaves, back up."""
+        path, nodes = self._descend(c)
+        rows = np.arange(self.rows)
         leaf = ~self.expanded[rows, nodes] & (self.mover[rows, nodes] >= 0)
         value = self.returns[rows, nodes]  # [rows, player]: the terminal ones' returns
         if leaf.any():
@@ -254,10 +255,10 @@ class Trees:
             value[leaf] = np.where(mover[:, None] == np.arange(2), v[:, None], -v[:, None])
         self._backup(path, value)
 
-    def _descend(self, c: float) -> tuple[list, tuple[np.ndarray, np.ndarray]]:
+    def _descend(self, c: float) -> tuple[list, np.ndarray]:
         """Every row's walk from its root to a new leaf or a terminal state: the edges
-        taken, depth by depth (rows, nodes, actions), and where each row ended (its
-        rows, nodes; row order). Each edge scores its mean value (0 unvisited) plus
+        taken, depth by depth (rows, nodes, actions), and the node each row ended at.
+        Each edge scores its mean value (0 unvisited) plus
         c * prior * sqrt(parent visits) / (1 + visits); illegal moves score -inf, and
         the first best move wins (argmax)."""
         rows = np.arange(self.rows)
@@ -278,7 +279,7 @@ class Trees:
             done = ~self.expanded[rows, children] | (self.mover[rows, children] < 0)
             end_nodes[rows[done]] = children[done]
             rows, nodes = rows[~done], children[~done]
-        return path, (np.arange(self.rows), end_nodes)
+        return path, end_nodes
 
     def _backup(self, path: list, value: np.ndarray) -> None:
         """Add ``value[row, player]`` (the value for the player to move at each node) to
