@@ -32,9 +32,9 @@ class CountingEnv(gym.Env):
         return obs, 1.0, self.t >= self.end, False, {}
 
 
-def counting(end=3, limit=None, nan_at=None):
+def counting(end=3, limit=None, nan_at=None, sleep_s=0.0):
     def make():
-        env = CountingEnv(end, nan_at)
+        env = CountingEnv(end, nan_at, sleep_s)
         return gym.wrappers.TimeLimit(env, limit) if limit else env
     return make
 

@@ -4,15 +4,26 @@ trains, and a runner killed while its request is in flight is replaced."""
 import json
 import time
 
+import gymnasium as gym
+import numpy as np
+
 from distrl import PPOConfig, RunConfig, train_ppo
 from distrl.core.checkpoint import Checkpoint
-from tests.integration.test_ray_runners import driver_model, group, weights_of
+from distrl.models.actor_critic import ActorCritic
+from distrl.models.config import ModelConfig
+from tests.fakes import counting
+from tests.integration.test_ray_runners import group, weights_of
 
 
 def test_a_runner_killed_with_its_request_in_flight_is_replaced(ray_local):
-    g = group(n=2)
+    # Each env step sleeps 2 ms, so a request (4 envs x 400 steps, stepped in turn) takes
+    # over 3 s on any machine: the kill, sent 0.2 s in, lands while it is in flight.
+    # On CartPole a fast machine could finish the request before the kill landed.
+    g = group(env=counting(end=10_000, sleep_s=0.002), n=2)
+    model = ActorCritic(gym.spaces.Box(-np.inf, np.inf, (1,)), gym.spaces.Discrete(2),
+                        ModelConfig())
     try:
-        g.launch(weights_of(driver_model(0)), 3, steps_per_env=400)
+        g.launch(weights_of(model), 3, steps_per_env=400)
         assert g.in_flight
         time.sleep(0.2)  # the request is being sampled
         ray_local.kill(g.sup.actors[0])
