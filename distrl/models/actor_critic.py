@@ -10,9 +10,16 @@ from typing import Any
 import gymnasium as gym
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from distrl.models.config import ModelConfig
-from distrl.models.distributions import Categorical, DiagGaussian, Distribution
+from distrl.models.distributions import (
+    Categorical,
+    DiagGaussian,
+    Distribution,
+    SDENoise,
+    sde_log_std,
+)
 from distrl.models.encoders import (
     ACTIVATIONS,
     ConvEncoder,
@@ -70,9 +77,14 @@ class ActorCritic(nn.Module):
         self.vf = linear_layers(vf_sizes, 1, 1.0, init)
         if head_log_std:  # the head's log-std half starts at log_std_init
             nn.init.constant_(self.pi[-1].bias[n_out:], cfg.log_std_init)
-        # State-independent log-std, as in the PPO paper's continuous-control setup.
-        self.log_std = (nn.Parameter(torch.full((n_out,), cfg.log_std_init))
-                        if self.dist is DiagGaussian and cfg.free_log_std else None)
+        # State-independent log-std, as in the PPO paper's continuous-control setup; gSDE's
+        # is a matrix over the policy's last hidden features.
+        if cfg.sde_sample_freq and self.dist is not DiagGaussian:
+            raise ValueError(f"`sde_sample_freq` ({cfg.sde_sample_freq}) explores Box actions, "
+                             f"not {act_space}; leave it at 0.")
+        self.sde_noise = SDENoise(cfg.sde_sample_freq) if cfg.sde_sample_freq else None
+        self.sde_latent: torch.Tensor | None = None
+        self.log_std = self._log_std(self.pi[-1].in_features, n_out, cfg)
         self.filtered = cfg.observation_filter == "MeanStdFilter"
         if self.filtered:
             check_filterable(obs_space, self.encoder)
@@ -80,6 +92,12 @@ class ActorCritic(nn.Module):
             self.register_buffer("obs_var", torch.ones(self.obs_dim))
             self.register_buffer("obs_count", torch.zeros(()))
         self._cache_params()
+
+    def _log_std(self, features: int, n_out: int, cfg: ModelConfig) -> nn.Parameter | None:
+        if self.dist is not DiagGaussian or not cfg.free_log_std:
+            return None
+        shape = (features, n_out) if self.sde_noise is not None else (n_out,)
+        return nn.Parameter(torch.full(shape, float(cfg.log_std_init)))
 
     def _cache_params(self) -> None:
         self._params, self._keys = cached_params([
@@ -178,9 +196,16 @@ class ActorCritic(nn.Module):
         else:
             (_, _, pi, vf) = lookup_params(self._keys, params)
             log_std = params.get("log_std")
-        out = mlp(pi, h, False, self.activation)
-        if log_std is not None:
-            out = torch.cat([out, log_std.expand_as(out)], dim=-1)
+        if self.sde_noise is not None:
+            # Kept for sample(): gSDE's noise is a map of these features (as RLlib's
+            # models keep their features for value_function()).
+            latent = mlp(pi[:-1], h, True, self.activation)
+            self.sde_latent = latent.detach()
+            out = torch.cat([F.linear(latent, *pi[-1]), sde_log_std(latent, log_std)], dim=-1)
+        else:
+            out = mlp(pi, h, False, self.activation)
+            if log_std is not None:
+                out = torch.cat([out, log_std.expand_as(out)], dim=-1)
         if not value:
             return out, out.new_zeros(out.shape[:-1])
         return out, mlp(vf, h if vf_h is None else vf_h, False, self.vf_activation).squeeze(-1)
@@ -190,9 +215,17 @@ class ActorCritic(nn.Module):
         """Sampled actions and what PPO's post-processing keeps (sampling.Policy; a
         feed-forward policy needs no step context)."""
         dist_inputs, values = self(obs)
-        actions = self.dist.sample(dist_inputs, generator)
+        actions = self.sample(dist_inputs, generator)
         logp = self.dist.log_prob(dist_inputs, actions)
         return actions, {"logp": logp, "dist_inputs": dist_inputs, "values": values}
+
+    def sample(self, dist_inputs: torch.Tensor, generator: torch.Generator | None
+               ) -> torch.Tensor:
+        """Exploring actions for the latest forward's ``dist_inputs``: gSDE's held noise
+        (sde_sample_freq), else independent draws."""
+        if self.sde_noise is None:
+            return self.dist.sample(dist_inputs, generator)
+        return self.sde_noise.sample(dist_inputs, self.sde_latent, self.log_std, generator)
 
 
 class StateCritic(nn.Module):

@@ -34,6 +34,12 @@ class ModelConfig:
     head outputs the log-std too."""
     log_std_init: float = 0.0
     """Initial log-std of Box actions (SB3's log_std_init; -0.5 .. -2 suit MuJoCo)."""
+    sde_sample_freq: int = 0
+    """Box actions, > 0: generalized state-dependent exploration (gSDE, Raffin et al.
+    2022; SB3's use_sde): the action noise is a linear map of the policy's last hidden
+    features, the map redrawn every sde_sample_freq steps, so exploration is smooth in
+    time (rl-zoo uses 4 on Pendulum); log_std is then a matrix [features, actions] and
+    needs free_log_std. 0: independent Gaussian noise each step."""
     ortho_init: bool = True
     """Orthogonal initialisation (gain sqrt(2), 0.01 for the policy head, 1 for the value
     head) as in SB3/CleanRL; False: torch's default."""
@@ -66,6 +72,9 @@ class ModelConfig:
                                              for f in self.conv_filters)):
             raise ValueError(f"`conv_filters` {self.conv_filters} must be (out_channels, "
                              "kernel, stride) triples of positive ints, e.g. ((16, 8, 4),).")
+        if self.sde_sample_freq < 0 or (self.sde_sample_freq and not self.free_log_std):
+            raise ValueError(f"`sde_sample_freq` ({self.sde_sample_freq}) must be >= 0, and "
+                             "gSDE (> 0) needs free_log_std=True.")
         if self.lstm_cell_size <= 0 or self.max_seq_len <= 0:
             raise ValueError(f"`lstm_cell_size` ({self.lstm_cell_size}) and `max_seq_len` "
                              f"({self.max_seq_len}) must be > 0.")

@@ -89,5 +89,37 @@ class DiagGaussian:
         return DiagGaussian._split(inputs)[0]
 
 
+def sde_log_std(latent: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
+    """gSDE's per-action log-std given the state: the noise latent @ E, E ~ N(0, std^2)
+    entry-wise ([features, actions]), has variance latent^2 @ std^2. The features are
+    detached here, as in SB3 (its learn_features=False): exploration does not shape them.
+    The 1e-6 keeps the log finite where every feature is 0 (ReLU)."""
+    var = latent.detach().pow(2) @ (2 * log_std).exp()
+    return 0.5 * torch.log(var + 1e-6)
+
+
+class SDENoise:
+    """gSDE's exploration for N envs stepped together: actions = mean + latent @ (Z * std)
+    with Z [N, features, actions] standard normal, redrawn every ``freq`` calls (and when N
+    changes). Over Z the noise is the Gaussian sde_log_std describes, so the policy's
+    distribution inputs ([mean, sde_log_std]) give DiagGaussian's log-prob, entropy and KL
+    unchanged; only the draws are correlated in time. Z is kept apart from std so that new
+    weights take effect at once."""
+
+    def __init__(self, freq: int):
+        self.freq, self.z, self.calls = freq, None, 0
+
+    def sample(self, dist_inputs: torch.Tensor, latent: torch.Tensor, log_std: torch.Tensor,
+               generator: torch.Generator | None) -> torch.Tensor:
+        latent = latent.reshape(-1, latent.shape[-1])  # a recurrent step's [1, N, F]
+        n, features = latent.shape
+        if self.z is None or self.z.shape[0] != n or self.calls % self.freq == 0:
+            self.z, self.calls = torch.randn((n, features, log_std.shape[1]),
+                                             generator=generator), 0
+        self.calls += 1
+        noise = torch.einsum("nf,nfa->na", latent, self.z.to(latent.device) * log_std.exp())
+        return DiagGaussian.greedy(dist_inputs) + noise
+
+
 Distribution = type[Categorical] | type[DiagGaussian]
 

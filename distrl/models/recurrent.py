@@ -60,6 +60,8 @@ class RecurrentActorCritic(ActorCritic):
         self.vf = linear_layers([self.cell], 1, 1.0, cfg.ortho_init)
         if self.dist is DiagGaussian and not cfg.free_log_std:
             nn.init.constant_(self.pi[-1].bias[self.act_dim:], cfg.log_std_init)
+        if self.sde_noise is not None:  # gSDE's features are now the LSTM's outputs
+            self.log_std = self._log_std(self.cell, n_out, cfg)
         self._cache_params()
 
     def _cache_params(self) -> None:
@@ -162,7 +164,7 @@ class LSTMActor:
             ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Sampled actions and PPO's extras (sampling.Policy)."""
         dist_inputs, values, extras = self.step(obs, context)
-        actions = self.model.dist.sample(dist_inputs, generator)
+        actions = self.model.sample(dist_inputs, generator)
         logp = self.model.dist.log_prob(dist_inputs, actions)
         return actions, {"logp": logp, "dist_inputs": dist_inputs, "values": values, **extras}
 
