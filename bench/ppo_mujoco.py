@@ -2,7 +2,9 @@
 a deterministic 10-episode evaluation of the final policy, and the wall time to spend
 the budget, for distrl (tuned entry, in-process and 2 Ray env runners) next to
 Stable-Baselines3 PPO with rl-zoo3's hyperparameters (VecNormalize on), same torch
-threads, every trial a fresh subprocess interleaved by seed.
+threads, every trial a fresh subprocess interleaved by seed. Both run each env with the
+tuned entry's env_config (Ant and Humanoid without contact forces in the observation,
+as the v3 tasks of the published tables had them).
 
     python bench/ppo_mujoco.py [--envs Hopper-v5 HalfCheetah-v5] [--seeds 0 1 2]
                                [--steps 300000] [--sb3-steps 200000] [--systems ...]
@@ -67,8 +69,9 @@ def run_distrl(env: str, seed: int, steps: int, runners: int) -> dict:
     shutil.rmtree(logdir, ignore_errors=True)
     t = tuned(TUNED[env])
     t0 = time.perf_counter()
-    r = train_ppo(t.for_runners(runners), RunConfig(env=env, seed=seed, max_env_steps=steps,
-                                                    logdir=str(logdir), progress=False))
+    r = train_ppo(t.for_runners(runners), RunConfig(env=env, env_config=t.env_config, seed=seed,
+                                                    max_env_steps=steps, logdir=str(logdir),
+                                                    progress=False))
     wall = time.perf_counter() - t0
     det = run_episodes(r["checkpoint"], episodes=10, seed=10_000 + seed)
     return {"final_return": r["env/episode_return_mean"], "det_eval": float(np.mean(det.returns)),
@@ -83,12 +86,16 @@ def run_sb3(env: str, seed: int, steps: int) -> dict:
     from stable_baselines3.common.vec_env import VecNormalize
     from torch import nn
 
+    from distrl.tuned import tuned
+
     zoo = dict(ZOO[env])
     net = zoo.pop("net")
     kwargs = dict(log_std_init=-2, ortho_init=False, activation_fn=nn.ReLU,
                   net_arch=dict(pi=[256, 256], vf=[256, 256])) if net else {}
     t0 = time.perf_counter()
-    venv = VecNormalize(make_vec_env(env, n_envs=1, seed=seed), gamma=zoo.get("gamma", 0.99))
+    env_kwargs = tuned(TUNED[env]).env_config  # the same task as distrl's
+    venv = VecNormalize(make_vec_env(env, n_envs=1, seed=seed, env_kwargs=env_kwargs),
+                        gamma=zoo.get("gamma", 0.99))
     model = PPO("MlpPolicy", venv, seed=seed, device="cpu", **zoo, policy_kwargs=kwargs)
     model.learn(total_timesteps=steps)
     wall = time.perf_counter() - t0

@@ -186,6 +186,8 @@ def _train(args: list[str]) -> None:
         if unknown:
             _usage_error(unknown_args_message(algo, COMMANDS[algo], unknown))
         config, run = cli.config, cli.run
+        if resumed is None:
+            run = _tuned_run(name, algo, run, args)
         # A resumed run's env is its checkpoint's (a factory env is read only later).
         if run.resume is None and (mismatch := env_mismatch(algo, run)) is not None:
             raise ValueError(mismatch)
@@ -282,15 +284,26 @@ def _default(name: str | None, algo: str) -> Any:
     if name is None:
         return None
     t = tuned(name, algo)
-    return COMMANDS[algo](run=RunConfig(env=t.env, stop_return=t.stop_return),
-                          config=t.config)
+    return COMMANDS[algo](run=RunConfig(env=t.env, env_config=dict(t.env_config),
+                                        stop_return=t.stop_return), config=t.config)
+
+
+def _given(args: list[str], flag: str) -> bool:
+    return any(a == flag or a.startswith(flag + "=") for a in args)
+
+
+def _tuned_run(name: str | None, algo: str, run: RunConfig, args: list[str]) -> RunConfig:
+    """A tuned entry's env keyword arguments belong to its env: another --env starts
+    without them (unless --env-config gives some)."""
+    if name is None or _given(args, "--env-config") or run.env == tuned(name, algo).env:
+        return run
+    return dataclasses.replace(run, env_config={})
 
 
 def _tuned_envs(name: str | None, algo: str, config: Any, args: list[str]) -> Any:
     """A tuned entry's sub-envs split over the runner count the flags chose, unless
     the envs per runner were given too."""
-    flag = "--num-envs-per-env-runner"
-    if name is None or any(a == flag or a.startswith(flag + "=") for a in args):
+    if name is None or _given(args, "--num-envs-per-env-runner"):
         return config
     t = tuned(name, algo)
     if t.num_envs is None:

@@ -8,7 +8,7 @@ bench/ppo_cartpole.py use exactly what the README's command runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from distrl.alphazero.config import AlphaZeroConfig
@@ -33,6 +33,9 @@ class Tuned:
     """Env steps within which the learning test requires stop_return."""
     num_envs: int | None = None
     """PPO: sub-envs in total, split over the env runners (for_runners)."""
+    env_config: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the env (RunConfig.env_config), e.g. the observation of the
+    task version a published table was made on."""
 
     def for_runners(self, num_env_runners: int) -> PPOConfig:
         """The tuned PPO config with its sub-envs split over ``num_env_runners`` (0:
@@ -56,6 +59,9 @@ TIANSHOU_PPO = replace(MUJOCO_PPO, vf_loss_coeff=0.25,
 """Tianshou's MuJoCo PPO (the published 1M-step table's): MUJOCO_PPO with an initial
 log-std of -0.5 (with CleanRL's 0 Ant kept falling: mean-100 306 at 1M steps against
 1,459, seed 0) and a value-loss weight of 0.25."""
+
+V3_OBSERVATION = {"include_cfrc_ext_in_observation": False}
+"""Ant-v5's and Humanoid-v5's keyword for the observation their v3 versions gave."""
 
 
 TUNED: dict[str, Tuned] = {
@@ -90,9 +96,9 @@ TUNED: dict[str, Tuned] = {
     ),
     # Pendulum-v1 without its angular velocity, an LSTM PPO: rl-zoo3's PendulumNoVel
     # settings (gamma 0.9, lambda 0.95, lr 1e-3, 10 epochs, ReLU, LSTM 64, no ortho init,
-    # observations and rewards normalized) without gSDE, which distrl lacks, on the
-    # pendulum entry's batches. Seed 0 had a mean-100 return of -816 at 100k env steps
-    # (83 s); rl-zoo reports -218 at 100k.
+    # observations and rewards normalized, gSDE redrawn every 4 steps) on the pendulum
+    # entry's batches. Seed 0 at 100k env steps: mean-100 return -409, deterministic
+    # -175 (-816 without gSDE); rl-zoo reports -218 at 100k.
     "pendulum_novel": Tuned(
         env="distrl.core.memory_tasks:PendulumNoVel",
         config=PPOConfig(
@@ -100,7 +106,8 @@ TUNED: dict[str, Tuned] = {
             lambda_=0.95, use_kl_loss=False, normalize_rewards=True,
             model=ModelConfig(hiddens=(64,), activation="relu", ortho_init=False, use_lstm=True,
                               lstm_cell_size=64, max_seq_len=32, lstm_use_prev_action=True,
-                              log_std_init=-1.0, observation_filter="MeanStdFilter"),
+                              log_std_init=-1.0, observation_filter="MeanStdFilter",
+                              sde_sample_freq=4),
         ),
         num_envs=16, stop_return=-200.0, env_step_budget=100_000,
     ),
@@ -122,13 +129,15 @@ TUNED: dict[str, Tuned] = {
                     env_step_budget=300_000),
     # Walker2d, Ant and Humanoid at the 1M-step budget of the published tables, with
     # their recipe (TIANSHOU_PPO), stopping at Tianshou's 1M figure.
-    # bench/ppo_mujoco.py --steps 1000000 measures them.
+    # bench/ppo_mujoco.py --steps 1000000 measures them. Ant and Humanoid observe no
+    # contact forces (cfrc_ext), as the tables' v3 tasks did (mujoco >= 2 left them at 0
+    # there): with v5's default forces, Ant's seed 0 had 1,459 at 1M, without 3,537.
     "walker2d": Tuned(env="Walker2d-v5", config=TIANSHOU_PPO, num_envs=4,
                       stop_return=3_589.0, env_step_budget=1_000_000),
     "ant": Tuned(env="Ant-v5", config=TIANSHOU_PPO, num_envs=4, stop_return=3_258.0,
-                 env_step_budget=1_000_000),
+                 env_step_budget=1_000_000, env_config=V3_OBSERVATION),
     "humanoid": Tuned(env="Humanoid-v5", config=TIANSHOU_PPO, num_envs=4, stop_return=787.0,
-                      env_step_budget=1_000_000),
+                      env_step_budget=1_000_000, env_config=V3_OBSERVATION),
     # rl-zoo's HalfCheetah settings (gamma 0.98, lambda 0.92, clip 0.1, 20 epochs, ReLU
     # 256x256, log-std -2, no orthogonal init) with 128-sample minibatches and a learning
     # rate decaying 4e-4 -> 1e-4 over the budget: half of SB3's gradient steps, each twice

@@ -112,6 +112,19 @@ def test_print_config_shows_the_tuned_and_given_values_without_training(tmp_path
     assert not list(tmp_path.iterdir())  # no run directory: nothing trained
 
 
+def test_a_tuned_entry_env_config_goes_with_its_env_only(tmp_path):
+    keep = {"include_cfrc_ext_in_observation": False}
+    assert tuned("ant").env_config == keep
+    config, _ = _cli(["train", "ppo", "--tuned", "ant", "--print-config"], tmp_path)
+    assert config["run"]["env"] == "Ant-v5" and config["run"]["env_config"] == keep
+    other, _ = _cli(["train", "ppo", "--tuned", "ant", "--env", "Hopper-v5",
+                     "--print-config"], tmp_path)
+    assert other["run"]["env"] == "Hopper-v5" and other["run"]["env_config"] == {}
+    given, _ = _cli(["train", "ppo", "--tuned", "ant", "--env", "Hopper-v5", "--env-config",
+                     '{"healthy_reward": 2.0}', "--print-config"], tmp_path)
+    assert given["run"]["env_config"] == {"healthy_reward": 2.0}
+
+
 def test_print_config_of_a_resume_merges_the_saved_configs(tmp_path):
     from distrl import PPOConfig, RunConfig, train_ppo
 
