@@ -117,8 +117,8 @@ def sb3_model(task: str, seed: int):
         "MlpLstmPolicy", env, n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10,
         ent_coef=0.0, learning_rate=1e-3, clip_range=0.2, use_sde=True, sde_sample_freq=4,
         seed=seed, device="cpu",
-        policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn=torch.nn.ReLU,
-                           lstm_hidden_size=64, enable_critic_lstm=True))
+        policy_kwargs=dict(ortho_init=False, activation_fn=torch.nn.ReLU, lstm_hidden_size=64,
+                           enable_critic_lstm=True, net_arch=dict(pi=[64], vf=[64])))
 
 
 def run_sb3(task: str, seed: int, budget: int | None) -> dict:

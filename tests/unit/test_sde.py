@@ -96,3 +96,17 @@ def test_sde_is_refused_for_discrete_actions_and_a_head_log_std():
         ModelConfig(sde_sample_freq=4, free_log_std=False)
     with pytest.raises(ValueError, match=">= 0"):
         ModelConfig(sde_sample_freq=-1)
+
+
+def test_a_gsde_run_trains_saves_and_evaluates(tmp_path):
+    from distrl import PPOConfig, RunConfig, train_ppo
+    from distrl.core.evaluation import run_episodes
+
+    config = PPOConfig(num_env_runners=0, num_envs_per_env_runner=2, train_batch_size=128,
+                       minibatch_size=64, num_epochs=2, use_kl_loss=False,
+                       model=ModelConfig(hiddens=(16,), sde_sample_freq=4))
+    result = train_ppo(config, RunConfig(env="Pendulum-v1", max_env_steps=256, seed=0,
+                                         logdir=str(tmp_path / "run"), progress=False))
+    assert result["env/steps_total"] == 256 and np.isfinite(result["learner/policy_loss"])
+    episodes = run_episodes(result["checkpoint"], episodes=1, seed=0)
+    assert len(episodes.returns) == 1 and np.isfinite(episodes.returns[0])
