@@ -120,6 +120,14 @@ class SDENoise:
         noise = torch.einsum("nf,nfa->na", latent, self.z.to(latent.device) * log_std.exp())
         return DiagGaussian.greedy(dist_inputs) + noise
 
+    def get_state(self) -> tuple:
+        """The held map and its age (a checkpoint's, for an exact resume)."""
+        return None if self.z is None else self.z.numpy().copy(), self.calls
+
+    def set_state(self, state: tuple) -> None:
+        z, self.calls = state
+        self.z = None if z is None else torch.as_tensor(z)
+
 
 Distribution = type[Categorical] | type[DiagGaussian]
 

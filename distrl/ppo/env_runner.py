@@ -130,9 +130,12 @@ class EnvRunner:
         return stats
 
     def get_state(self) -> tuple:
-        """Envs in progress, RNG, reward scaling and a recurrent policy's states."""
+        """Envs in progress, RNG, reward scaling, a recurrent policy's states and gSDE's
+        held noise."""
         memory = None if self.max_seq_len is None else self.actor.get_state()
-        return self.loop.get_state(), self.generator.get_state(), self.returns, memory
+        noise = self.model.sde_noise
+        return (self.loop.get_state(), self.generator.get_state(), self.returns, memory,
+                None if noise is None else noise.get_state())
 
     def set_state(self, state: tuple) -> None:
         self.loop.set_state(state[0])
@@ -140,6 +143,8 @@ class EnvRunner:
         self.returns = state[2]
         if len(state) > 3 and state[3] is not None and state[0] is not None:
             self.actor.set_state(state[3])  # the episodes it belongs to go on
+        if len(state) > 4 and state[4] is not None and self.model.sde_noise is not None:
+            self.model.sde_noise.set_state(state[4])
 
     def close(self) -> None:
         self.loop.close()
