@@ -97,9 +97,9 @@ TUNED: dict[str, Tuned] = {
     # Pendulum-v1 without its angular velocity, an LSTM PPO: rl-zoo3's PendulumNoVel
     # settings (gamma 0.9, lambda 0.95, lr 1e-3, 10 epochs, ReLU, LSTM 64, no ortho init,
     # observations and rewards normalized, gSDE redrawn every 4 steps, 4 envs x 1,000
-    # steps, 128-sample minibatches, log-std 0). Seed 0 at 100k env steps: mean-100
-    # return -293, deterministic -143; with 16 envs x 128 steps, 512-sample minibatches
-    # and log-std -1: -409 (-816 without gSDE). rl-zoo reports -218 at 100k.
+    # steps, 128-sample minibatches, log-std 0). Seeds 0-4 at 100k env steps: median
+    # mean-100 return -426, deterministic -265 (seed 0 without gSDE: -816; with 16 envs
+    # x 128 steps and log-std -1: -409). rl-zoo reports -218 at 100k.
     "pendulum_novel": Tuned(
         env="distrl.core.memory_tasks:PendulumNoVel",
         config=PPOConfig(
@@ -131,7 +131,8 @@ TUNED: dict[str, Tuned] = {
     # their recipe (TIANSHOU_PPO), stopping at Tianshou's 1M figure.
     # bench/ppo_mujoco.py --steps 1000000 measures them. Ant and Humanoid observe no
     # contact forces (cfrc_ext), as the tables' v3 tasks did (mujoco >= 2 left them at 0
-    # there): with v5's default forces, Ant's seed 0 had 1,459 at 1M, without 3,537.
+    # there): with v5's default forces, Ant's seed 0 had 1,459 at 1M, without 3,537
+    # (seeds 0-2: median 3,537; Humanoid 622).
     "walker2d": Tuned(env="Walker2d-v5", config=TIANSHOU_PPO, num_envs=4,
                       stop_return=3_589.0, env_step_budget=1_000_000),
     "ant": Tuned(env="Ant-v5", config=TIANSHOU_PPO, num_envs=4, stop_return=3_258.0,
