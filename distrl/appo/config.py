@@ -50,6 +50,8 @@ class APPOConfig(PPOConfig):
     the policy lag when the learner is the slower side."""
     overlap: tyro.conf.Suppress[bool] = False
     """PPO's knob, not APPO's: its runners always sample ahead (hidden from the CLI)."""
+    recompute_advantages: tyro.conf.Suppress[bool] = False
+    """PPO's knob, not APPO's: V-trace values each batch once (hidden from the CLI)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -58,6 +60,9 @@ class APPOConfig(PPOConfig):
         if self.overlap:
             raise ValueError("overlap is PPO's knob: APPO's runners always sample while the "
                              "learner trains. Drop overlap.")
+        if self.recompute_advantages:
+            raise ValueError("recompute_advantages is PPO's knob: APPO's V-trace values each "
+                             "batch once, with the learner's weights. Drop it.")
         if self.model.use_lstm:
             raise ValueError("APPO's learner takes feed-forward policies: for use_lstm, "
                              "train with `distrl train ppo`.")

@@ -65,11 +65,13 @@ class Trajectory:
     def first_valid(self, x: np.ndarray) -> np.ndarray:
         """``x [T, N, ...]`` at each env's first ``steps_per_env`` valid rows, flattened
         time-major to ``[steps_per_env * N, ...]``."""
+        return x.reshape(-1, *x.shape[2:])[self.first_valid_rows()]
+
+    def first_valid_rows(self) -> np.ndarray:
+        """[steps_per_env * N] the rows first_valid takes, as indices into ``[T * N]``."""
         # A stable sort of ~valid keeps time order within each env.
         rows = np.argsort(~self.valid, axis=0, kind="stable")[: self.steps_per_env]
-        cols = np.broadcast_to(np.arange(self.valid.shape[1]), rows.shape)
-        picked = x[rows, cols]
-        return picked.reshape(-1, *picked.shape[2:])
+        return (rows * self.valid.shape[1] + np.arange(self.valid.shape[1])).reshape(-1)
 
 
 class EnvLoop:

@@ -40,6 +40,9 @@ class Rollout:
     # What a game's learner reads beyond PPO's rows (games.seats.GameRows: a state
     # critic's nodes, the reach of each move), concatenated by its own concat.
     game: Any = None
+    # The steps each part was cut from, for a learner that recomputes GAE (PPO's
+    # recompute_advantages): one per part, in the rows' order.
+    steps: list[GAESteps] | None = None
 
     @property
     def size(self) -> int:
@@ -50,7 +53,7 @@ class Rollout:
         """One rollout from several; weights_version is the oldest that acted."""
         arrays = {}
         for f in fields(Rollout):
-            if f.name in ("env_steps", "weights_version", "stats", "game"):
+            if f.name in ("env_steps", "weights_version", "stats", "game", "steps"):
                 continue
             xs = [getattr(p, f.name) for p in parts]
             if all(x is None for x in xs):
@@ -67,12 +70,30 @@ class Rollout:
             if any(g is None for g in games):
                 raise ValueError("cannot concatenate rollouts with and without game rows")
             arrays["game"] = type(games[0]).concat(games)
+        if any(p.steps is not None for p in parts):
+            if any(p.steps is None for p in parts):
+                raise ValueError("cannot concatenate rollouts with and without their steps")
+            arrays["steps"] = [s for p in parts for s in p.steps]
         return Rollout(
             **arrays,
             env_steps=sum(p.env_steps for p in parts),
             weights_version=min(p.weights_version for p in parts),
             stats=stats,
         )
+
+
+@dataclass
+class GAESteps:
+    """The steps a PPO sample was cut from, time-major ``[T, N, ...]`` (layout of
+    core/returns.py), and which of them it kept: enough to recompute its values and GAE
+    under newer weights."""
+
+    obs: np.ndarray  # [T, N, *obs_shape] uint8 or float32
+    next_obs: np.ndarray  # [N, *obs_shape] the obs after the last step
+    rewards: np.ndarray  # [T, N] float32, as trained on (scaled with normalize_rewards)
+    terminated: np.ndarray  # [T, N] bool
+    truncated: np.ndarray  # [T, N] bool
+    kept: np.ndarray  # [B] int64 indices into [T * N] of the sample's rows, in its order
 
 
 @dataclass
@@ -130,9 +151,6 @@ class PPOBatch:
     def from_rollout(r: Rollout, device: torch.device | str = "cpu",
                      adv_mean_std: tuple[float, float] | None = None) -> PPOBatch:
         """Advantages standardized with ``adv_mean_std`` (default: this rollout's own)."""
-        adv = r.advantages
-        mean, std = adv_mean_std or (adv.mean(), adv.std())
-        adv = (adv - mean) / (std + 1e-8)
         def t(x: np.ndarray) -> torch.Tensor:
             return to_tensor(x, device)
         def maybe(x: np.ndarray | None) -> torch.Tensor | None:
@@ -140,8 +158,9 @@ class PPOBatch:
 
         seqs = None if r.seq_starts is None else Sequences(t(r.seq_starts), t(r.state_in))
         return PPOBatch(t(r.obs), t(r.actions), t(r.logp), t(r.dist_inputs), t(r.values),
-                        t(adv.astype(np.float32)), t(r.value_targets), maybe(r.action_mask),
-                        maybe(r.prev_actions), maybe(r.prev_rewards), seqs)
+                        t(standardize(r.advantages, adv_mean_std)), t(r.value_targets),
+                        maybe(r.action_mask), maybe(r.prev_actions), maybe(r.prev_rewards),
+                        seqs)
 
     def __len__(self) -> int:
         return int(self.obs.shape[0])
@@ -151,6 +170,12 @@ class PPOBatch:
         rows = {f.name: getattr(self, f.name)[idx] for f in fields(self)
                 if f.name not in ("sequences", "extra") and getattr(self, f.name) is not None}
         return PPOBatch(**rows, extra=index_rows(self.extra, idx))
+
+
+def standardize(adv: np.ndarray, mean_std: tuple[float, float] | None) -> np.ndarray:
+    """Advantages standardized with ``mean_std`` (None: their own), as float32."""
+    mean, std = mean_std or (adv.mean(), adv.std())
+    return ((adv - mean) / (std + 1e-8)).astype(np.float32)
 
 
 def index_rows(rows: Any, idx: torch.Tensor) -> Any:

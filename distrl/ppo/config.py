@@ -143,10 +143,19 @@ class PPOConfig(PPOHyperparams):
     """Runners sample the next batch with the weights of one update ago while the learner
     trains: faster wall time where sampling and learning cost alike, one update of policy
     lag that PPO's clipped ratio absorbs."""
+    recompute_advantages: bool = False
+    """Before each epoch after the first, value the batch's steps again with the value
+    function being trained and recompute GAE's advantages and value targets (Andrychowicz
+    et al. 2021, Tianshou's recompute_adv). Feed-forward policies; one more forward of
+    the batch an epoch, and its steps kept beside it (about twice the observations)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_positive(self, "train_batch_size", "num_envs_per_env_runner")
+        if self.recompute_advantages and self.model.use_lstm:
+            raise ValueError("recompute_advantages takes feed-forward policies: a recurrent "
+                             "batch would have to be unrolled again from its stored states. "
+                             "Drop recompute_advantages or use_lstm.")
         if self.minibatch_size > self.train_batch_size:
             raise ValueError(
                 f"`minibatch_size` ({self.minibatch_size}) must be <= `train_batch_size` "

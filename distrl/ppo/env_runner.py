@@ -18,7 +18,7 @@ from distrl.core.envs import EnvSpec, VectorMode
 from distrl.core.returns import gae
 from distrl.core.sampling import EnvLoop, Trajectory
 from distrl.core.sequences import to_sequences
-from distrl.core.types import Fragment, Rollout
+from distrl.core.types import Fragment, GAESteps, Rollout
 from distrl.models.config import ModelConfig
 from distrl.models.filters import RunningStats, discounted_returns
 from distrl.models.recurrent import LSTMActor, actor_critic
@@ -41,7 +41,7 @@ class EnvRunner:
     def __init__(self, env: EnvSpec, num_envs: int, model: ModelConfig, gamma: float,
                  lambda_: float, seed: int, env_config: dict[str, Any] | None = None,
                  normalize_rewards: bool = False, max_episode_steps: int | None = None,
-                 vector_mode: VectorMode = "auto"):
+                 vector_mode: VectorMode = "auto", keep_steps: bool = False):
         self.loop = EnvLoop(env, num_envs, seed, env_config, max_episode_steps, vector_mode)
         self.gamma, self.lambda_ = gamma, lambda_
         self.model = actor_critic(*self.loop.spaces(), model)
@@ -53,6 +53,7 @@ class EnvRunner:
         self.version = -1
         # Reward scaling: each sub-env's running discounted return, across fragments.
         self.returns = np.zeros(num_envs) if normalize_rewards else None
+        self.keep_steps = keep_steps  # samples carry their steps (recompute_advantages)
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         return self.loop.spaces()
@@ -97,6 +98,9 @@ class EnvRunner:
             last_values = (self.model(next_obs)[1] if self.max_seq_len is None
                            else self.actor.values(next_obs, self.loop.context))
         rollout = gae_rollout(traj, last_values.numpy(), self.gamma, self.lambda_, self.version)
+        if self.keep_steps:
+            rollout.steps = [GAESteps(traj.obs, traj.next_obs, traj.rewards, traj.terminated,
+                                      traj.truncated, traj.first_valid_rows())]
         if self.max_seq_len is not None:
             rollout = to_sequences(rollout, traj, self.max_seq_len)
         rollout.stats = stats

@@ -6,12 +6,15 @@ loss terms (LossTerm), never here: the league's magnet and reweighting are leagu
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
+import numpy as np
 import torch
 
 from distrl.core.learner import Learner
+from distrl.core.returns import gae
 from distrl.core.sequences import unroll_rows
-from distrl.core.types import PPOBatch
+from distrl.core.types import GAESteps, PPOBatch, standardize, to_tensor
 from distrl.models.distributions import mask_logits
 from distrl.ppo.config import PPOHyperparams
 
@@ -95,6 +98,7 @@ def ppo_update(
     num_minibatches: int | None = None,
     terms: Sequence[LossTerm] = (),
     value_loss: bool = True,
+    refresh: Callable[[PPOBatch], PPOBatch] | None = None,
 ) -> dict[str, float]:
     """num_epochs of minibatch SGD on one train batch; returns mean metrics.
 
@@ -106,7 +110,8 @@ def ppo_update(
 
     A recurrent batch (``batch.sequences``) is split into whole sequences instead of
     rows; each minibatch runs its sequences from their stored states. ``terms`` are
-    added to every minibatch's loss (ppo_loss).
+    added to every minibatch's loss (ppo_loss). ``refresh`` gives the batch each epoch
+    after the first trains on (PPO's recompute_advantages: with_recomputed_gae).
     """
     model = learner.model
     recurrent = batch.sequences is not None
@@ -114,7 +119,9 @@ def ppo_update(
     parts_per_epoch = num_minibatches or min(-(-len(batch) // cfg.minibatch_size), units)
     sums: dict[str, torch.Tensor] = {}
     steps = 0
-    for _ in range(cfg.num_epochs):
+    for epoch in range(cfg.num_epochs):
+        if refresh is not None and epoch > 0:
+            batch = refresh(batch)
         order = torch.randperm(units, generator=generator) if cfg.shuffle else torch.arange(units)
         for idx in torch.tensor_split(order, parts_per_epoch):
             if len(idx) == 0:  # DD-PPO: fewer sequences here than the ranks' shared count
@@ -151,3 +158,31 @@ def _forward(model: torch.nn.Module, batch: PPOBatch, idx: torch.Tensor | None,
     dist_inputs, values, rows = unroll_rows(model, batch, idx)
     return batch.index(rows), dist_inputs, values
 
+
+
+@torch.no_grad()
+def recomputed_gae(model: torch.nn.Module, steps: list[GAESteps], gamma: float,
+                   lambda_: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values, advantages, value_targets), each [B] in the sample's row order: GAE over
+    the steps the sample was cut from, under the model's current value function."""
+    device = next(model.parameters()).device
+    parts = []
+    for s in steps:
+        T, N = s.rewards.shape
+        obs = np.concatenate([s.obs.reshape(T * N, *s.obs.shape[2:]), s.next_obs])
+        values = model(to_tensor(obs, device))[1].cpu().numpy().reshape(T + 1, N)
+        adv, targets = gae(s.rewards, values, s.terminated, s.truncated, gamma, lambda_)
+        parts.append([x.reshape(-1)[s.kept] for x in (values[:-1], adv, targets)])
+    values, adv, targets = (np.concatenate(x).astype(np.float32) for x in zip(*parts, strict=True))
+    return values, adv, targets
+
+
+def with_recomputed_gae(batch: PPOBatch, model: torch.nn.Module, steps: list[GAESteps],
+                        cfg: PPOHyperparams) -> PPOBatch:
+    """``batch`` with its values, advantages (standardized as cfg says) and value targets
+    recomputed under the model's current value function."""
+    values, adv, targets = recomputed_gae(model, steps, cfg.gamma, cfg.gae_lambda)
+    device = batch.obs.device
+    return replace(batch, values=to_tensor(values, device),
+                   advantages=to_tensor(standardize(adv, cfg.advantage_stats()), device),
+                   value_targets=to_tensor(targets, device))

@@ -35,7 +35,7 @@ from distrl.models.filters import RunningStats, return_std, stats_from_json, sta
 from distrl.models.recurrent import actor_critic
 from distrl.ppo.config import PPOConfig
 from distrl.ppo.env_runner import EnvRunner, LocalRunnerGroup, Weights
-from distrl.ppo.loss import ppo_update, update_kl_coeff
+from distrl.ppo.loss import ppo_update, update_kl_coeff, with_recomputed_gae
 
 
 def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None, *,
@@ -144,7 +144,8 @@ def runner_kwargs(config: PPOConfig, run: RunConfig) -> Callable[[int, int], dic
                     gamma=config.gamma, lambda_=config.gae_lambda,
                     seed=seed_for(run.seed, index, restart), env_config=run.env_config,
                     normalize_rewards=config.normalize_rewards,
-                    max_episode_steps=run.max_episode_steps, vector_mode=run.vector_mode)
+                    max_episode_steps=run.max_episode_steps, vector_mode=run.vector_mode,
+                    keep_steps=config.recompute_advantages)
 
     return kwargs
 
@@ -215,7 +216,12 @@ class LearnerSide:
         return statistics take the rollout's (after: the batch was learned with those it
         was sampled with). Its metrics as logged."""
         used = self.kl_coeff
-        metrics = ppo_update(self.learner, batch, config, used, entropy_coeff, self.generator)
+        refresh = None
+        if config.recompute_advantages:
+            def refresh(b: PPOBatch) -> PPOBatch:
+                return with_recomputed_gae(b, self.learner.model, rollout.steps, config)
+        metrics = ppo_update(self.learner, batch, config, used, entropy_coeff, self.generator,
+                             refresh=refresh)
         if config.use_kl_loss:
             self.kl_coeff = update_kl_coeff(used, metrics["kl"], config.kl_target)
         if "obs" in rollout.stats:

@@ -236,3 +236,4 @@ def test_ppos_overlap_knob_is_refused_and_hidden_for_appo():
     out = subprocess.run([sys.executable, "-m", "distrl", "train", "appo", "--help"],
                          capture_output=True, text=True, check=True).stdout
     assert "--overlap" not in out and "--vtrace-clip-rho" in out
+    assert "--recompute-advantages" not in out
