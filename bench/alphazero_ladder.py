@@ -14,6 +14,8 @@ none.
     python bench/alphazero_ladder.py --train-s 20 --games 4 --ttt-train-s 10   # smoke
 
 ``--skip-train RUN`` ladders a saved connect-four run instead of training (one seed);
+``--snapshot-every N`` keeps the checkpoint (without its replay) every N iterations in
+the run's snapshots/ (200, about every 5 minutes here), for an Elo over training time;
 ``--ttt-train-s 0`` skips the tic-tac-toe check; ``--set`` replaces a field of the tuned
 AlphaZeroConfig (as bench/league_connect4_mcts.py). Runs go to bench/out/runs/. One JSON
 line per rung as it ends; the last line holds every rate as
@@ -103,6 +105,8 @@ def main() -> None:
     ap.add_argument("--opening-moves", type=int, default=2, help="random first moves")
     ap.add_argument("--ttt-train-s", type=float, default=120.0, help="0: no tic-tac-toe check")
     ap.add_argument("--skip-train", metavar="RUN", help="ladder this saved run instead")
+    ap.add_argument("--snapshot-every", type=int, default=200, metavar="N",
+                    help="keep the checkpoint every N iterations (0: only the last)")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=JSON")
     args = ap.parse_args()
     seeds = args.seeds[:1] if args.skip_train else args.seeds
@@ -112,7 +116,8 @@ def main() -> None:
         checkpoint = args.skip_train
         if checkpoint is None:
             config = configured("alphazero", args.set)
-            checkpoint, trained = train("alphazero", config, seed, args.train_s, "alphazero_c4")
+            checkpoint, trained = train("alphazero", config, seed, args.train_s, "alphazero_c4",
+                                        args.snapshot_every)
             row.update(trained)
             print(json.dumps({"seed": seed, "trained": trained}), flush=True)
         row.update(ladder(str(Path(checkpoint)), args, seed))

@@ -50,17 +50,28 @@ def configured(algo: str, overrides: list[str]) -> Any:
     return from_json(type(config), saved)
 
 
-def train(algo: str, config: Any, seed: int, seconds: float, name: str
-          ) -> tuple[str, dict[str, Any]]:
-    from distrl import RunConfig, train_alphazero, train_league
+def train(algo: str, config: Any, seed: int, seconds: float, name: str,
+          snapshot_every: int = 0) -> tuple[str, dict[str, Any]]:
+    """Train for ``seconds``; with ``snapshot_every`` N, every N iterations a copy of the
+    checkpoint without its replay goes to <logdir>/snapshots/<iteration> (for an Elo over
+    training time: bench/league_elo.py)."""
+    from distrl import Callbacks, RunConfig, train_alphazero, train_league
 
     logdir = OUT / f"runs/{name}_{seed}"
     shutil.rmtree(logdir, ignore_errors=True)
+
+    def snapshot(path: Path) -> None:
+        iteration = json.loads((path / "manifest.json").read_text())["iteration"]
+        shutil.copytree(path, logdir / f"snapshots/{iteration:06d}",
+                        ignore=shutil.ignore_patterns("replay"), dirs_exist_ok=True)
+
     t = time.perf_counter()
     trainer = train_alphazero if algo == "alphazero" else train_league
     result = trainer(config, RunConfig(env="pettingzoo:connect_four_v3", seed=seed,
-                                            max_env_steps=10**9, max_time_s=seconds,
-                                            logdir=str(logdir), progress=False))
+                                       max_env_steps=10**9, max_time_s=seconds,
+                                       logdir=str(logdir), progress=False,
+                                       checkpoint_every=snapshot_every),
+                     callbacks=Callbacks(on_checkpoint=snapshot if snapshot_every else None))
     return result["checkpoint"], {"train_s": time.perf_counter() - t,
                                   "env_steps": result["env/steps_total"]}
 
