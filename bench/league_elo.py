@@ -7,9 +7,13 @@ everyone on one scale, so a snapshot's Elo says how far it is from each bot.
 
     python bench/league_connect4_mcts.py    # trains and saves the league
     python bench/league_elo.py [RUN] [--games 40] [--seed 0]
+    python bench/league_elo.py bench/out/runs/alphazero_c4_0   # an AlphaZero ladder run
 
 Snapshots are taken at doubling indices (1, 2, 4, ...) and the final policy, so the
-x axis (training seconds, from the run's metrics) is even on a log scale. Games between
+x axis (training seconds, from the run's metrics) is even on a log scale. A run with a
+snapshots/ folder (bench/alphazero_ladder.py keeps one, a checkpoint every few minutes)
+is rated from those checkpoints instead, each as its own player, against random and
+MCTS 200 and 1,000 (written to bench/out/alphazero_elo.json). Games between
 snapshots open with 2 random moves (greedy players would repeat one game otherwise);
 games against the bots need none (their rollouts vary). The last line, also written to
 bench/out/league_elo.json for bench/plot_league.py, is JSON: each player's Elo, training
@@ -26,6 +30,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 BOTS = ("random", "mcts:50", "mcts:200", "mcts:800")
+SNAPSHOT_BOTS = ("random", "mcts:200", "mcts:1000")  # AlphaZero passes MCTS 200 early
 
 
 def snapshot_clock(run: Path, learner: str) -> dict[str, tuple[float, int]]:
@@ -58,21 +63,44 @@ def players(run: Path, learner: str) -> list[str]:
     return [*picked, learner]
 
 
-def pairings(ladder: list[str]) -> list[tuple[str, str, int]]:
-    """(player, opponent, random opening moves) of every match the fit uses."""
-    pairs = [(p, bot, 0) for p in ladder for bot in BOTS[:3]]
+def snapshots(run: Path, learner: str
+              ) -> tuple[list[str], dict[str, Path], dict[str, tuple[float, int]]]:
+    """A run's kept checkpoints (its snapshots/ folder, one per iteration kept): their
+    names in training order, directories, and (training seconds, env steps) of each."""
+    rows = {}
+    for line in (run / "metrics.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        rows[r["iteration"]] = (r["time/total_s"], r["env/steps_total"])
+    dirs = sorted((run / "snapshots").iterdir(), key=lambda d: int(d.name))
+    paths = {f"{learner}@{int(d.name)}": d for d in dirs}
+    return list(paths), paths, {name: rows[int(d.name)] for name, d in paths.items()}
+
+
+def pairings(ladder: list[str], bots: tuple[str, ...] = BOTS) -> list[tuple[str, str, int]]:
+    """(player, opponent, random opening moves) of every match the fit uses: each player
+    against the first three bots, neighbours against each other, and each bot against
+    the next weaker."""
+    pairs = [(p, bot, 0) for p in ladder for bot in bots[:3]]
     pairs += [(a, b, 2) for a, b in itertools.pairwise(ladder)]
-    return pairs + [(BOTS[k + 1], BOTS[k], 0) for k in range(len(BOTS) - 1)]
+    return pairs + [(bots[k + 1], bots[k], 0) for k in range(len(bots) - 1)]
 
 
-def play(run: Path, pairs: list[tuple[str, str, int]], games: int, seed: int
+def play(run: Path, pairs: list[tuple[str, str, int]], games: int, seed: int,
+         paths: dict[str, Path] | None = None, learner: str = "main_0"
          ) -> list[tuple[str, str, float, float]]:
+    """Every pairing's score; a player named in ``paths`` is that checkpoint's
+    ``learner`` (an opponent: run:PATH), any other a policy of the run's checkpoint or a
+    bot."""
     from distrl.games.scoring import evaluate_league
 
+    paths = paths or {}
     results = []
     for a, b, opening in pairs:
         t = time.perf_counter()
-        r = evaluate_league(run / "checkpoint", a, b, games, seed, opening_moves=opening)
+        ckpt = paths.get(a) or next(iter(paths.values()), run / "checkpoint")
+        r = evaluate_league(ckpt, learner if a in paths else a,
+                            f"run:{paths[b]}" if b in paths else b, games, seed,
+                            opening_moves=opening)
         score = (r["win_rate"] + 0.5 * r["draw_rate"]) * games
         results.append((a, b, score, float(games)))
         print(json.dumps({"player": a, "opponent": b, "score": score / games,
@@ -91,14 +119,18 @@ def main() -> None:
     from distrl.league.rules import fit_elo
 
     run = Path(args.run)
-    clock = snapshot_clock(run, args.learner)
-    ladder = players(run, args.learner)
-    results = play(run, pairings(ladder), args.games, args.seed)
+    if (run / "snapshots").is_dir():
+        ladder, paths, clock = snapshots(run, args.learner)
+        bots, name = SNAPSHOT_BOTS, "alphazero_elo"
+    else:
+        ladder, paths, clock = players(run, args.learner), {}, snapshot_clock(run, args.learner)
+        bots, name = BOTS, "league_elo"
+    results = play(run, pairings(ladder, bots), args.games, args.seed, paths, args.learner)
     elo = fit_elo(results, anchor="random")
-    out = {"games_per_pairing": args.games, "elo": elo, "bots": list(BOTS),
+    out = {"games_per_pairing": args.games, "elo": elo, "bots": list(bots),
            "train_s": {p: clock[p][0] for p in ladder},
            "env_steps": {p: clock[p][1] for p in ladder}}
-    (HERE / "out/league_elo.json").write_text(json.dumps(out))
+    (HERE / f"out/{name}.json").write_text(json.dumps(out))
     print(json.dumps(out))
 
 

@@ -10,7 +10,8 @@ bench/league_kuhn.py and bench/league_leduc.py.
     python bench/plot_league.py [bench/out/runs/league_c4_full]
 
 Writes docs/img/league_elo.png, docs/img/league_payoff.png, docs/img/league_kuhn.png,
-docs/img/league_leduc.png, docs/img/league_elo_ladder.png.
+docs/img/league_leduc.png, docs/img/league_elo_ladder.png, and docs/img/alphazero_elo.png
+from an AlphaZero run's bench/league_elo.py.
 """
 
 from __future__ import annotations
@@ -86,22 +87,24 @@ def poker(game: str, goal: float) -> None:
     save(fig, IMG / f"league_{game.split('_')[0]}.png")
 
 
-def ladder_elo() -> None:
-    """Elo over training time against the fixed ladder of bench/league_elo.py."""
-    data = json.loads((HERE / "out/league_elo.json").read_text())
+def ladder_elo(name: str = "league_elo", image: str = "league_elo_ladder",
+               xscale: str = "log") -> None:
+    """Elo over training time against the fixed ladder of bench/league_elo.py (its
+    out/<name>.json: a league's snapshots, or an AlphaZero run's kept checkpoints)."""
+    data = json.loads((HERE / f"out/{name}.json").read_text())
     elo, train_s = data["elo"], data["train_s"]
     order = sorted(train_s, key=train_s.get)
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot([train_s[p] for p in order], [elo[p] for p in order], "o-",
             label="main agent: snapshots, then the final policy")
-    for bot, color in zip(data["bots"], ("gray", "tab:green", "tab:orange", "tab:red"),
-                          strict=True):
+    colors = ("gray", "tab:green", "tab:orange", "tab:red")[: len(data["bots"])]
+    for bot, color in zip(data["bots"], colors, strict=True):
         ax.axhline(elo[bot], color=color, ls="--", lw=1, label=bot.replace("mcts:", "MCTS "))
-    ax.set(xscale="log", xlabel="training seconds", ylabel="Elo (random = 0)",
+    ax.set(xscale=xscale, xlabel="training seconds", ylabel="Elo (random = 0)",
            title=f"Connect four: one Elo fit of {data['games_per_pairing']} games a pairing")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    save(fig, IMG / "league_elo_ladder.png")
+    save(fig, IMG / f"{image}.png")
 
 
 def main() -> None:
@@ -111,6 +114,8 @@ def main() -> None:
         payoff(run)
     if (HERE / "out/league_elo.json").exists():
         ladder_elo()
+    if (HERE / "out/alphazero_elo.json").exists():
+        ladder_elo("alphazero_elo", "alphazero_elo", "linear")
     for game, goal in (("kuhn_poker", 0.01), ("leduc_poker", 0.2)):
         if (HERE / f"out/league_{game}.json").exists():
             poker(game, goal)

@@ -51,3 +51,34 @@ def test_speed_profile_parts():
     assert part(("~", 0, "<built-in method pyspiel.observation_tensor>")) == "observe"
     assert part(array, stats) == "observe"  # a numpy built-in counts for its caller
     assert part(array) == "other"
+
+
+def test_elo_rates_a_runs_kept_checkpoints_each_as_its_own_player(tmp_path, monkeypatch):
+    import json
+
+    import league_elo
+
+    import distrl.games.scoring as scoring
+
+    for it in (200, 400, 437):
+        (tmp_path / f"snapshots/{it:06d}").mkdir(parents=True)
+    rows = [{"iteration": i, "time/total_s": 1.5 * i, "env/steps_total": 1024 * i}
+            for i in range(1, 438)]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    ladder, paths, clock = league_elo.snapshots(tmp_path, "main_0")
+    assert ladder == ["main_0@200", "main_0@400", "main_0@437"]
+    assert clock["main_0@437"] == (1.5 * 437, 1024 * 437)
+    calls = []
+
+    def evaluate(ckpt, policy, opponent, games, seed, opening_moves):
+        calls.append((Path(ckpt).name, policy, opponent, opening_moves))
+        return {"win_rate": 0.5, "draw_rate": 0.0, "distinct_games": games}
+
+    monkeypatch.setattr(scoring, "evaluate_league", evaluate)
+    pairs = league_elo.pairings(ladder, league_elo.SNAPSHOT_BOTS)
+    league_elo.play(tmp_path, pairs, 4, 0, paths)
+    snap = str(tmp_path / "snapshots")
+    assert ("000400", "main_0", "mcts:1000", 0) in calls  # each checkpoint meets every bot
+    assert ("000200", "main_0", f"run:{snap}/000400", 2) in calls  # neighbours: run:PATH
+    assert ("000200", "mcts:1000", "mcts:200", 0) in calls  # the bots' own rung
+    assert len(calls) == 3 * 3 + 2 + 2
