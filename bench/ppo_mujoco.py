@@ -8,11 +8,12 @@ as the v3 tasks of the published tables had them).
 
     python bench/ppo_mujoco.py [--envs Hopper-v5 HalfCheetah-v5] [--seeds 0 1 2]
                                [--steps 300000] [--sb3-steps 200000] [--systems ...]
-                               [--set FIELD=JSON ...]
+                               [--set FIELD=JSON ...] [--entry NAME]
     python bench/ppo_mujoco.py --steps 1000000 --sb3-steps 200000 \
         --envs Hopper-v5 HalfCheetah-v5 Walker2d-v5 Ant-v5 Humanoid-v5
 
-``--set`` replaces a field of distrl's tuned config (e.g. ``recompute_advantages=true``).
+``--set`` replaces a field of distrl's tuned config (e.g. ``recompute_advantages=true``);
+``--entry`` runs another tuned entry's config (and env_config) on the env.
 ``--sb3-steps`` runs SB3 for a shorter window (its first N steps) to give its env
 steps/s: its returns are then those of the window, not of the budget. One JSON line per
 trial, the summary last: per env the medians of final return, deterministic evaluation,
@@ -61,7 +62,7 @@ TIANSHOU_1M = {"Hopper-v5": 2_609.0, "HalfCheetah-v5": 5_784.0, "Walker2d-v5": 3
 
 
 def run_distrl(env: str, seed: int, steps: int, runners: int,
-               overrides: dict | None = None) -> dict:
+               overrides: dict | None = None, entry: str | None = None) -> dict:
     import dataclasses
 
     import numpy as np
@@ -72,7 +73,7 @@ def run_distrl(env: str, seed: int, steps: int, runners: int,
 
     logdir = OUT / f"runs/ppo_{env}_{runners}_{seed}"
     shutil.rmtree(logdir, ignore_errors=True)
-    t = tuned(TUNED[env])
+    t = tuned(entry or TUNED[env])
     t0 = time.perf_counter()
     config = dataclasses.replace(t.for_runners(runners), **(overrides or {}))
     r = train_ppo(config, RunConfig(env=env, env_config=t.env_config, seed=seed,
@@ -113,14 +114,15 @@ def run_sb3(env: str, seed: int, steps: int) -> dict:
 
 
 def one(system: str, env: str, seed: int, steps: int, threads: int,
-        overrides: dict | None = None) -> dict:
+        overrides: dict | None = None, entry: str | None = None) -> dict:
     import torch
 
     torch.set_num_threads(threads)
     if system == "sb3":
         result = run_sb3(env, seed, steps)
     else:
-        result = run_distrl(env, seed, steps, 2 if system == "distrl_ray2" else 0, overrides)
+        result = run_distrl(env, seed, steps, 2 if system == "distrl_ray2" else 0, overrides,
+                            entry)
     result["steps_per_s"] = result["env_steps"] / result["wall_s"]
     return {"system": system, "env": env, "seed": seed, "threads": threads, **result}
 
@@ -139,18 +141,20 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=JSON",
                     help="replace a field of distrl's tuned PPOConfig")
+    ap.add_argument("--entry", help="distrl's tuned entry (default: the env's own)")
     args = ap.parse_args()
     if args.one:
         steps = args.sb3_steps or args.steps if args.one == "sb3" else args.steps
         overrides = {k: json.loads(v) for k, _, v in (s.partition("=") for s in args.set)}
-        print(json.dumps({**one(args.one, args.env, args.seed, steps, args.threads, overrides),
-                          "overrides": args.set}))
+        trial = one(args.one, args.env, args.seed, steps, args.threads, overrides, args.entry)
+        print(json.dumps({**trial, "overrides": args.set, "entry": args.entry}))
         return
     OUT.mkdir(exist_ok=True)
     trials = []
     extra = ["--threads", str(args.threads)] + (
         ["--sb3-steps", str(args.sb3_steps)] if args.sb3_steps else []) + [
-        a for s in args.set for a in ("--set", s)]
+        a for s in args.set for a in ("--set", s)] + (
+        ["--entry", args.entry] if args.entry else [])
     for env in args.envs:
         trials += run_trials(__file__, tuple(args.systems), args.seeds,
                              ["--env", env, "--steps", str(args.steps), *extra])
