@@ -3,7 +3,8 @@ without distrl (torch.jit.load, or any ONNX runtime).
 
 The file maps a batch of raw observations ``obs [N, *obs_shape]`` (the observation
 filter is inside) to the greedy action ``[N]`` (Discrete: the argmax, shifted by the
-space's start) or ``[N, d]`` (Box: the Gaussian's mean clipped to the space): what
+space's start) or ``[N, d]`` (Box: the Gaussian's mean clipped to the space, or mapped onto it from
+[-1, 1] with action_scaling): what
 ``load_policy(RUN).act(obs)`` returns. A game run's policy also takes the legal moves,
 ``action_mask [N, n]`` (1 = legal), as a second input.
 """
@@ -27,6 +28,7 @@ import tyro
 from torch import nn
 
 from distrl.core.checkpoint import find_checkpoint
+from distrl.core.sampling import scales_actions
 from distrl.models.distributions import mask_logits
 from distrl.models.q_network import QNetwork
 from distrl.policy import Policy, TableNet, load_policy
@@ -58,8 +60,15 @@ class GreedyActions(nn.Module):
         self.q = isinstance(self.net, QNetwork)
         self.box = isinstance(space, gym.spaces.Box)
         if self.box:
-            self.register_buffer("low", torch.as_tensor(space.low))
-            self.register_buffer("high", torch.as_tensor(space.high))
+            # The mean clipped to the bounds, or with action_scaling to [-1, 1] and then
+            # mapped onto them (sampling.env_action_fn).
+            low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
+            scaled = scales_actions(self.net)
+            ones = torch.ones_like(low)
+            self.register_buffer("low", -ones if scaled else low)
+            self.register_buffer("high", ones if scaled else high)
+            self.register_buffer("act_mid", (high + low) / 2 if scaled else 0 * ones)
+            self.register_buffer("act_scale", (high - low) / 2 if scaled else ones)
         self.start = 0 if self.box else int(space.start)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
@@ -72,7 +81,8 @@ class GreedyActions(nn.Module):
     def action(self, scores: torch.Tensor) -> torch.Tensor:
         if self.box:
             mean = self.net.dist.greedy(scores)
-            return torch.minimum(torch.maximum(mean, self.low), self.high)
+            clipped = torch.minimum(torch.maximum(mean, self.low), self.high)
+            return self.act_mid + self.act_scale * clipped
         return scores.argmax(-1) + self.start
 
 

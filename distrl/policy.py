@@ -20,7 +20,7 @@ import torch
 
 from distrl.core import evaluation
 from distrl.core.checkpoint import Checkpoint
-from distrl.core.sampling import StepContext, env_action_fn, first_context
+from distrl.core.sampling import StepContext, env_action_fn, first_context, scales_actions
 from distrl.games.games import split_obs
 from distrl.games.tabular import TablePolicy, has_table, load_table
 from distrl.models.distributions import Categorical
@@ -51,7 +51,7 @@ class Policy:
         self.model, self.policy_id = model, policy_id
         self.observation_space, self.action_space = spec.obs_space, spec.act_space
         self.recurrent = bool(getattr(model, "recurrent", False))
-        self._to_env = env_action_fn(self.action_space)
+        self._to_env = env_action_fn(self.action_space, scales_actions(model))
 
     def __repr__(self) -> str:
         return (f"Policy({type(self.model).__name__}, id={self.policy_id}, "

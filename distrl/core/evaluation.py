@@ -30,7 +30,7 @@ from distrl.core.envs import (
     time_limited,
     warn_if_endless,
 )
-from distrl.core.sampling import StepContext, env_action_fn, first_context
+from distrl.core.sampling import StepContext, env_action_fn, first_context, scales_actions
 from distrl.core.video import episode_video
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.builders import builder_for
@@ -233,7 +233,7 @@ def _play(model: PolicyNet, envs: gym.vector.VectorEnv, seed: int, explore: bool
           out: Episodes, user_code: EnvErrors) -> None:
     n = envs.num_envs
     device = next(model.parameters()).device  # the learner's, during training
-    to_env_action = env_action_fn(envs.single_action_space)
+    to_env_action = env_action_fn(envs.single_action_space, scales_actions(model))
     generator = torch.Generator().manual_seed(seed)
     with user_code:
         obs, _ = envs.reset(seed=seed)

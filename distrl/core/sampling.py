@@ -79,13 +79,14 @@ class EnvLoop:
 
     def __init__(self, env: EnvSpec, num_envs: int, seed: int,
                  env_config: dict[str, Any] | None = None,
-                 max_episode_steps: int | None = None, vector_mode: VectorMode = "auto"):
+                 max_episode_steps: int | None = None, vector_mode: VectorMode = "auto",
+                 action_scaling: bool = False):
         self.env_name = env_name(env)
         self.envs = make_vec_env(env, num_envs, env_config, max_episode_steps=max_episode_steps,
                                  vector_mode=vector_mode)
         self.user_code = EnvErrors(self.env_name)  # the env's own errors name its code
         self.num_envs = num_envs
-        self.to_env_action = env_action_fn(self.envs.single_action_space)
+        self.to_env_action = env_action_fn(self.envs.single_action_space, action_scaling)
         # uint8 observations (images) stay uint8, 4x less memory and copying than float32
         # (the networks scale images themselves); everything else becomes float32.
         space = self.envs.single_observation_space
@@ -191,12 +192,22 @@ def first_context(action_space: gym.Space, num_envs: int) -> StepContext:
                        np.zeros(num_envs, np.float32))
 
 
-def env_action_fn(space: gym.Space) -> Callable[[np.ndarray], np.ndarray]:
+def scales_actions(model: Any) -> bool:
+    """Whether the network acts in [-1, 1] for its Box space (ModelConfig.action_scaling)."""
+    return bool(getattr(model, "action_scaling", False))
+
+
+def env_action_fn(space: gym.Space, scaled: bool = False
+                  ) -> Callable[[np.ndarray], np.ndarray]:
     """Policy actions -> env actions: Box actions clipped to the bounds (the policy's
     Gaussian is unbounded; the batch keeps the unclipped sample its log-prob belongs to),
-    Discrete indices shifted by the space's start."""
+    or with ``scaled`` (ModelConfig.action_scaling) clipped to [-1, 1] and mapped onto
+    them; Discrete indices shifted by the space's start."""
     if isinstance(space, gym.spaces.Box):
         low, high = space.low, space.high
+        if scaled:
+            mid, half = (high + low) / 2, (high - low) / 2
+            return lambda a: mid + half * np.clip(a, -1.0, 1.0)
         return lambda a: np.clip(a, low, high)
     start = int(getattr(space, "start", 0))
     if start:

@@ -44,6 +44,15 @@ def check_filterable(obs_space: gym.Space, encoder: ConvEncoder | None) -> None:
                          f"observations, not {obs_space}; leave it at 'NoFilter'.")
 
 
+def check_scaling(act_space: gym.Space, action_scaling: bool) -> bool:
+    """action_scaling, refused where it has no bounds to map [-1, 1] onto."""
+    if action_scaling and not (isinstance(act_space, gym.spaces.Box)
+                               and act_space.is_bounded("both")):
+        raise ValueError(f"action_scaling maps [-1, 1] onto the bounds of Box actions; "
+                         f"{act_space} has none to map onto. Leave action_scaling off.")
+    return action_scaling
+
+
 OBS_CLIP = 10.0  # RLlib's MeanStdFilter and SB3's VecNormalize clip normalized obs here
 
 
@@ -85,6 +94,7 @@ class ActorCritic(nn.Module):
         self.sde_noise = SDENoise(cfg.sde_sample_freq) if cfg.sde_sample_freq else None
         self.sde_latent: torch.Tensor | None = None
         self.log_std = self._log_std(self.pi[-1].in_features, n_out, cfg)
+        self.action_scaling = check_scaling(act_space, cfg.action_scaling)
         self.filtered = cfg.observation_filter == "MeanStdFilter"
         if self.filtered:
             check_filterable(obs_space, self.encoder)

@@ -40,6 +40,11 @@ class ModelConfig:
     features, the map redrawn every sde_sample_freq steps, so exploration is smooth in
     time (rl-zoo uses 4 on Pendulum); log_std is then a matrix [features, actions] and
     needs free_log_std. 0: independent Gaussian noise each step."""
+    action_scaling: bool = False
+    """Box actions: the policy acts in [-1, 1] per dimension, its actions clipped there
+    and mapped linearly onto the space's bounds (Tianshou's action_scaling), so that its
+    noise and steps keep the same proportion to every bound (Humanoid's are +-0.4).
+    Needs finite bounds; off: actions are in the env's units, clipped to the bounds."""
     ortho_init: bool = True
     """Orthogonal initialisation (gain sqrt(2), 0.01 for the policy head, 1 for the value
     head) as in SB3/CleanRL; False: torch's default."""

@@ -42,7 +42,8 @@ class EnvRunner:
                  lambda_: float, seed: int, env_config: dict[str, Any] | None = None,
                  normalize_rewards: bool = False, max_episode_steps: int | None = None,
                  vector_mode: VectorMode = "auto", keep_steps: bool = False):
-        self.loop = EnvLoop(env, num_envs, seed, env_config, max_episode_steps, vector_mode)
+        self.loop = EnvLoop(env, num_envs, seed, env_config, max_episode_steps, vector_mode,
+                            model.action_scaling)
         self.gamma, self.lambda_ = gamma, lambda_
         self.model = actor_critic(*self.loop.spaces(), model)
         self.model.requires_grad_(False)
