@@ -12,7 +12,8 @@ as the v3 tasks of the published tables had them).
     python bench/ppo_mujoco.py --steps 1000000 --sb3-steps 200000 \
         --envs Hopper-v5 HalfCheetah-v5 Walker2d-v5 Ant-v5 Humanoid-v5
 
-``--set`` replaces a field of distrl's tuned config (e.g. ``recompute_advantages=true``);
+``--set`` replaces a field of distrl's tuned config (``recompute_advantages=true``,
+``model.action_scaling=true``);
 ``--entry`` runs another tuned entry's config (and env_config) on the env.
 ``--sb3-steps`` runs SB3 for a shorter window (its first N steps) to give its env
 steps/s: its returns are then those of the window, not of the budget. One JSON line per
@@ -63,8 +64,6 @@ TIANSHOU_1M = {"Hopper-v5": 2_609.0, "HalfCheetah-v5": 5_784.0, "Walker2d-v5": 3
 
 def run_distrl(env: str, seed: int, steps: int, runners: int,
                overrides: dict | None = None, entry: str | None = None) -> dict:
-    import dataclasses
-
     import numpy as np
 
     from distrl import RunConfig, train_ppo
@@ -75,7 +74,7 @@ def run_distrl(env: str, seed: int, steps: int, runners: int,
     shutil.rmtree(logdir, ignore_errors=True)
     t = tuned(entry or TUNED[env])
     t0 = time.perf_counter()
-    config = dataclasses.replace(t.for_runners(runners), **(overrides or {}))
+    config = overridden(t.for_runners(runners), overrides or {})
     r = train_ppo(config, RunConfig(env=env, env_config=t.env_config, seed=seed,
                                                     max_env_steps=steps, logdir=str(logdir),
                                                     progress=False))
@@ -83,6 +82,21 @@ def run_distrl(env: str, seed: int, steps: int, runners: int,
     det = run_episodes(r["checkpoint"], episodes=10, seed=10_000 + seed)
     return {"final_return": r["env/episode_return_mean"], "det_eval": float(np.mean(det.returns)),
             "wall_s": wall, "train_s": r["time/total_s"], "env_steps": r["env/steps_total"]}
+
+
+def overridden(config, overrides: dict):
+    """``config`` with fields replaced; ``model.x`` names a field of its ModelConfig."""
+    import dataclasses
+
+    top, model = {}, {}
+    for key, value in overrides.items():
+        head, _, field = key.partition(".")
+        if field and head != "model":
+            raise SystemExit(f"--set {key}: only model.<field> may be nested")
+        (model if field else top)[field or key] = value
+    if model:
+        top["model"] = dataclasses.replace(config.model, **model)
+    return dataclasses.replace(config, **top)
 
 
 def run_sb3(env: str, seed: int, steps: int) -> dict:

@@ -37,3 +37,16 @@ def test_summary_takes_medians_and_compares_time_per_env_step():
     # Tianshou at 1M: Walker2d 3,589 (3,600 reaches it, 3,500 does not), Ant 3,258.
     assert out["tasks_at_tianshou_final_return"] == 2
     assert out["tasks_at_tianshou_det_eval"] == 1
+
+
+def test_set_replaces_top_level_and_model_fields():
+    from distrl.tuned import tuned
+
+    base = tuned("humanoid").config
+    config = ppo_mujoco.overridden(base, {"recompute_advantages": True,
+                                          "model.action_scaling": True, "model.hiddens": [8]})
+    assert config.recompute_advantages and config.model.action_scaling
+    assert tuple(config.model.hiddens) == (8,)
+    assert config.model.log_std_init == base.model.log_std_init and config.lr == base.lr
+    with pytest.raises(SystemExit, match="only model"):
+        ppo_mujoco.overridden(base, {"lr_schedule.x": 1})
