@@ -3,9 +3,9 @@ without distrl (torch.jit.load, or any ONNX runtime).
 
 The file maps a batch of raw observations ``obs [N, *obs_shape]`` (the observation
 filter is inside) to the greedy action ``[N]`` (Discrete: the argmax, shifted by the
-space's start) or ``[N, d]`` (Box: the Gaussian's mean clipped to the space, or mapped onto it from
-[-1, 1] with action_scaling): what
-``load_policy(RUN).act(obs)`` returns. A game run's policy also takes the legal moves,
+space's start) or ``[N, d]`` (Box: the Gaussian's mean clipped to the space, or with
+action_scaling clipped to [-1, 1] and mapped onto it): what ``load_policy(RUN).act(obs)``
+returns. A game run's policy also takes the legal moves,
 ``action_mask [N, n]`` (1 = legal), as a second input.
 """
 
