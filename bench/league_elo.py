@@ -16,8 +16,8 @@ is rated from those checkpoints instead, each as its own player, against random 
 MCTS 200 and 1,000 (written to bench/out/alphazero_elo.json). Games between
 snapshots open with 2 random moves (greedy players would repeat one game otherwise);
 games against the bots need none (their rollouts vary). The last line, also written to
-bench/out/league_elo.json for bench/plot_league.py, is JSON: each player's Elo, training
-seconds and moves.
+bench/out/league_elo.json (alphazero_elo.json) for bench/plot_league.py, is JSON: each
+player's Elo, training seconds and moves.
 """
 
 from __future__ import annotations
