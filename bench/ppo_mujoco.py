@@ -31,6 +31,7 @@ import json
 import shutil
 import statistics
 import time
+import zlib
 from pathlib import Path
 
 from _trials import run_trials
@@ -70,7 +71,12 @@ def run_distrl(env: str, seed: int, steps: int, runners: int,
     from distrl.core.evaluation import run_episodes
     from distrl.tuned import tuned
 
-    logdir = OUT / f"runs/ppo_{env}_{runners}_{seed}"
+    # A variant (another entry, replaced fields) runs in a folder of its own, so that it
+    # can run beside the default trial of the same env and seed.
+    variant = "".join([f"_{entry}" if entry else "",
+                       f"_{zlib.crc32(json.dumps(overrides, sort_keys=True).encode()):08x}"
+                       if overrides else ""])
+    logdir = OUT / f"runs/ppo_{env}_{runners}_{seed}{variant}"
     shutil.rmtree(logdir, ignore_errors=True)
     t = tuned(entry or TUNED[env])
     t0 = time.perf_counter()
