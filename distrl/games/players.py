@@ -38,16 +38,18 @@ class SearchPlayer:
     position, all seats' searches side by side (their leaves in one batch). A bot:
     MatchLoop hands it the seats' envs. ``temperature`` 0 plays the most visited move;
     above 0, a move drawn with probability proportional to visits^(1 / temperature).
-    ``c``: PUCT's exploration constant (an AlphaZero run's own: ``puct_c``)."""
+    ``c``: PUCT's exploration constant (an AlphaZero run's own: ``puct_c``). ``solve``:
+    the search proves the wins and losses it walks to their end and plays by them
+    (games.search)."""
 
     bot = True
     version = 0
     recurrent = False
 
     def __init__(self, policy: ActingPolicy, simulations: int, temperature: float = 0.0,
-                 seed: int = 0, name: str = "search", c: float = PUCT_C):
+                 seed: int = 0, name: str = "search", c: float = PUCT_C, solve: bool = True):
         self.policy, self.simulations, self.temperature = policy, simulations, temperature
-        self.c = c
+        self.c, self.solve = c, solve
         self.name, self.rng = name, np.random.default_rng(seed)
 
     def choose(self, states: list[Any], observe: Callable[[list[Any]], np.ndarray]
@@ -60,10 +62,10 @@ class SearchPlayer:
                 logits, values = self.policy(obs, value=True)
             return logits.numpy(), values.numpy()
 
-        trees = Trees([state.clone() for state in states])
+        trees = Trees([state.clone() for state in states], solve=self.solve)
         trees.expand_roots(evaluate)
         trees.search(evaluate, self.simulations, self.c)
-        return [(self._pick(trees.policy(g)), trees.value(g)) for g in range(trees.rows)]
+        return [(self._pick(trees.choice(g)), trees.value(g)) for g in range(trees.rows)]
 
     def _pick(self, visits: np.ndarray) -> int:
         if self.temperature == 0:

@@ -19,7 +19,15 @@ in lockstep, one numpy step per depth: written in Python node by node, the desce
 backup took half of self-play's time; in arrays a depth step costs about what one node
 did, shared by all rows. Python is left with what OpenSpiel must do per new node
 (stepping, legal moves); the visits and values are a plain node-by-node PUCT's.
-Memory: about 50 bytes per node and action, every row as long as the longest
+With ``solve`` the trees also prove results (MCTS-Solver: Winands et al. 2008): an edge
+into a terminal state, or into a node whose result is proven, carries that result; a
+node is won once one edge wins for its mover, and its result is the best of its edges
+once all are proven. The descent then always takes a proven win and avoids proven
+losses, and the move played follows the proof: a network's value can miss a forced line
+a few plies deep that the tree has already walked to its end (OpenSpiel's MCTS, which
+play-time search meets on the ladder, solves too).
+
+Memory: about 60 bytes per node and action, every row as long as the longest
 (connect four's self-play, 128 games of 50 simulations a move: 11 MB), as a row over
 half full keeps only the subtree of the move played.
 """
@@ -68,18 +76,27 @@ FIELDS = {
     "mover": (TERMINAL, np.int8, ()),  # the player to move
     "expanded": (False, bool, ()),
     "returns": (0.0, np.float64, (2,)),  # a terminal node's, by player
+    "proof": (math.nan, np.float64, A),  # the edge's proven result for the mover; nan: none
+    "solved": (math.nan, np.float64, ()),  # the node's proven result for its mover
 }
 """The trees' arrays, [row, node, ...]."""
+
+
+PROVEN = 1e9
+"""Added to a proven win's score and taken from a proven loss's in the descent."""
 
 
 class Trees:
     """One search tree per position in ``states``, as arrays: row g is the tree of
     position g, node 0 of a fresh row its root. A row's nodes are numbered in the order
-    they were made; ``child`` links a node's edge to its child node (-1: none yet)."""
+    they were made; ``child`` links a node's edge to its child node (-1: none yet).
+    ``solve``: prove wins, losses and draws as the search reaches them (see above)."""
 
-    def __init__(self, states: list[Any], num_actions: int | None = None):
+    def __init__(self, states: list[Any], num_actions: int | None = None, solve: bool = False):
         self.rows = len(states)
-        self.num_actions = num_actions or states[0].get_game().num_distinct_actions()
+        game = states[0].get_game()
+        self.num_actions = num_actions or game.num_distinct_actions()
+        self.solve, self.win = solve, game.max_utility()
         self.capacity = 0
         self._grow(64)
         self.root = np.zeros(self.rows, np.int64)
@@ -183,10 +200,25 @@ class Trees:
         visits = self.visits[g, self.root[g]]
         return visits / visits.sum()
 
-    def value(self, g: int) -> float:
-        """The searched value for the player to move at row g's root: the mean of all
-        values backed up through its edges (0 before any)."""
+    def choice(self, g: int) -> np.ndarray:
+        """The weights row g's move is picked by: the root's visits, except that a proven
+        win takes them all and proven losses get none while another move is left."""
         root = self.root[g]
+        visits, proof = self.visits[g, root].copy(), self.proof[g, root]
+        if (proof == self.win).any():
+            return (proof == self.win).astype(np.float64)
+        lost = proof == -self.win
+        if visits[~lost].sum() > 0:
+            visits[lost] = 0.0
+        return visits
+
+    def value(self, g: int) -> float:
+        """The searched value for the player to move at row g's root: its proven result
+        if there is one, else the mean of all values backed up through its edges (0
+        before any)."""
+        root = self.root[g]
+        if not math.isnan(self.solved[g, root]):
+            return float(self.solved[g, root])
         total = self.total[g, root]
         # Python's sum adds in action order, as the values were backed up.
         return sum(self.value_sum[g, root].tolist()) / total if total else 0.0
@@ -259,8 +291,8 @@ class Trees:
         """Every row's walk from its root to a new leaf or a terminal state: the edges
         taken, depth by depth (rows, nodes, actions), and the node each row ended at.
         Each edge scores its mean value (0 unvisited) plus
-        c * prior * sqrt(parent visits) / (1 + visits); illegal moves score -inf, and
-        the first best move wins (argmax)."""
+        c * prior * sqrt(parent visits) / (1 + visits), +-PROVEN for a proven win or loss
+        when solving; illegal moves score -inf, and the first best move wins (argmax)."""
         rows = np.arange(self.rows)
         nodes = self.root.copy()
         end_nodes = np.empty(self.rows, np.int64)
@@ -270,6 +302,10 @@ class Trees:
             scores = (self.mean[rows, nodes]
                       + scale[:, None] * self.prior[rows, nodes] / (1 + self.visits[rows, nodes])
                       + self.illegal[rows, nodes])
+            if self.solve:
+                proof = self.proof[rows, nodes]
+                scores += PROVEN * ((proof == self.win).astype(np.float64)
+                                    - (proof == -self.win))
             actions = scores.argmax(axis=1)
             path.append((rows, nodes, actions))
             children = self.child[rows, nodes, actions]
@@ -291,6 +327,24 @@ class Trees:
             self.value_sum[rows, nodes, actions] = total
             self.mean[rows, nodes, actions] = total / visits
             self.total[rows, nodes] += 1
+        if self.solve:
+            self._prove(path)
+
+    def _prove(self, path: list) -> None:
+        """Prove what the walked edges' children settle, deepest first: an edge into a
+        terminal state carries its mover's return, one into a solved node the negation
+        of that node's result (zero-sum); a node is solved as a win once one edge wins,
+        else as the best of its edges once every legal edge is proven."""
+        for rows, nodes, actions in reversed(path):
+            children = self.child[rows, nodes, actions]
+            mover = self.mover[rows, nodes]
+            terminal = self.mover[rows, children] < 0
+            self.proof[rows, nodes, actions] = np.where(
+                terminal, self.returns[rows, children, mover], -self.solved[rows, children])
+            proofs = np.where(self.illegal[rows, nodes] == 0, self.proof[rows, nodes], -math.inf)
+            won = (proofs == self.win).any(axis=1)
+            # max is nan while any legal edge is unproven
+            self.solved[rows, nodes] = np.where(won, self.win, proofs.max(axis=1))
 
 
 def search_game(env: Any) -> Any:

@@ -1,0 +1,144 @@
+"""games.search's solver against exact minimax on tic-tac-toe: every result the trees
+prove is the position's minimax value for its mover, a won root is proven and
+its win played, and the move picked is a minimax-best one where the network's priors and
+values point at a losing move."""
+
+import math
+from functools import cache
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyspiel")
+
+import pyspiel
+
+from distrl.games.search import Trees
+
+GAME = pyspiel.load_game("tic_tac_toe")
+
+
+def position(moves):
+    state = GAME.new_initial_state()
+    for m in moves:
+        state.apply_action(m)
+    return state
+
+
+@cache
+def minimax(moves: tuple[int, ...]) -> float:
+    """The result for the player to move after ``moves`` under perfect play."""
+    state = position(moves)
+    return max(-minimax((*moves, a)) if not state.child(a).is_terminal()
+               else state.child(a).returns()[state.current_player()]
+               for a in state.legal_actions())
+
+
+def best_moves(moves):
+    state = position(moves)
+    results = {a: (state.child(a).returns()[state.current_player()]
+                   if state.child(a).is_terminal() else -minimax((*moves, a)))
+               for a in state.legal_actions()}
+    return {a for a, r in results.items() if r == max(results.values())}
+
+
+def misleading(states):
+    """Priors on the lowest-numbered legal cell and values that call every position
+    won for its mover: nothing in the network points at the right move."""
+    logits = np.full((len(states), 9), -5.0)
+    for k, state in enumerate(states):
+        logits[k, state.legal_actions()[0]] = 5.0
+    return logits, np.ones(len(states))
+
+
+def proven_nodes(trees, g):
+    """(moves from the row's start, proven result) of every solved node of row g."""
+    out = []
+    for i in range(trees.count[g]):
+        if not math.isnan(trees.solved[g, i]):
+            out.append((tuple(trees.states[g][i].history()), float(trees.solved[g, i])))
+    return out
+
+
+# x must block on 7 to draw; o must take a corner (2 or 6) to draw; x wins by a fork on
+# 6; an opening (drawn). In the first three the lowest free cell is not a best move.
+OPENINGS = [[0, 4, 8, 1], [4, 0, 8], [0, 4, 8, 2], [4]]
+
+
+@pytest.mark.parametrize("moves", OPENINGS)
+def test_every_proven_result_is_the_minimax_value(moves):
+    trees = Trees([position(moves)], solve=True)
+    trees.expand_roots(misleading)
+    trees.search(misleading, 400, 1.25)
+    proven = proven_nodes(trees, 0)
+    assert len(proven) > 10
+    for history, result in proven:
+        assert result == minimax(history), history
+
+
+@pytest.mark.parametrize("moves", OPENINGS[:3])
+def test_the_move_played_is_a_best_one_where_the_network_points_elsewhere(moves):
+    """The misleading network prefers the lowest free cell, a worse move in each of
+    these: searching alone, 400 simulations play it; solving, they play a best move."""
+    picks = {}
+    for solve in (False, True):
+        trees = Trees([position(moves)], solve=solve)
+        trees.expand_roots(misleading)
+        trees.search(misleading, 400, 1.25)
+        picks[solve] = int(np.argmax(trees.choice(0)))
+    assert picks[False] == position(moves).legal_actions()[0]
+    assert picks[False] not in best_moves(moves)
+    assert picks[True] in best_moves(moves)
+
+
+def test_a_won_root_is_proven_and_valued_as_won():
+    moves = [0, 4, 8, 2]  # x forks on 6
+    trees = Trees([position(moves)], solve=True)
+    trees.expand_roots(misleading)
+    trees.search(misleading, 400, 1.25)
+    assert trees.value(0) == minimax(tuple(moves)) == 1.0
+    assert np.flatnonzero(trees.choice(0)).tolist() == [6]
+
+
+@pytest.mark.parametrize("moves", OPENINGS[:3])
+def test_the_choice_follows_the_proofs_at_every_budget(moves):
+    """After 1 to 60 simulations: where a move is proven won only proven wins have
+    weight; else proven losses have none while another move is left. Some budgets
+    leave the most visited move a proven loss, which the choice then skips."""
+    overridden = 0
+    for n in range(1, 61):
+        trees = Trees([position(moves)], solve=True)
+        trees.expand_roots(misleading)
+        trees.search(misleading, n, 1.25)
+        root = trees.root[0]
+        proof, visits, choice = trees.proof[0, root], trees.visits[0, root], trees.choice(0)
+        won, lost = proof == 1, proof == -1
+        if won.any():
+            assert ((choice > 0) == won).all()
+        elif (visits[~lost] > 0).any():
+            assert (choice[lost] == 0).all() and choice.sum() > 0
+        overridden += bool(lost[np.argmax(visits)])
+    assert overridden > 0
+
+
+def test_proofs_survive_the_move_played_and_the_search_goes_on():
+    """Four moves of one game (rows renumbered as they fill): proofs stay minimax's."""
+    trees = Trees([position([])], solve=True)
+    trees.expand_roots(misleading)
+    proven = 0
+    for _ in range(4):
+        trees.search(misleading, 150, 1.25)
+        trees.advance(0, int(np.argmax(trees.choice(0))))
+        trees.expand_roots(misleading)
+        for history, result in proven_nodes(trees, 0):
+            assert result == minimax(history), history
+            proven += 1
+    assert proven > 0
+
+
+def test_without_solving_nothing_is_proven_and_the_visits_decide():
+    trees = Trees([position([4, 0, 8])])
+    trees.expand_roots(misleading)
+    trees.search(misleading, 60, 1.25)
+    assert np.isnan(trees.solved[0, :trees.count[0]]).all()
+    assert trees.choice(0).tolist() == trees.visits[0, trees.root[0]].tolist()
