@@ -96,7 +96,10 @@ class Trees:
         self.rows = len(states)
         game = states[0].get_game()
         self.num_actions = num_actions or game.num_distinct_actions()
-        self.solve, self.win = solve, game.max_utility()
+        # A solved child's result for the parent's mover is the rest of the utility sum
+        # (0: zero-sum); a win is the game's best result, a loss its worst.
+        self.solve, self.win, self.loss = solve, game.max_utility(), game.min_utility()
+        self.utility_sum = game.utility_sum() if solve else 0.0
         self.capacity = 0
         self._grow(64)
         self.root = np.zeros(self.rows, np.int64)
@@ -207,7 +210,7 @@ class Trees:
         visits, proof = self.visits[g, root].copy(), self.proof[g, root]
         if (proof == self.win).any():
             return (proof == self.win).astype(np.float64)
-        lost = proof == -self.win
+        lost = proof == self.loss
         if visits[~lost].sum() > 0:
             visits[lost] = 0.0
         return visits
@@ -305,7 +308,7 @@ class Trees:
             if self.solve:
                 proof = self.proof[rows, nodes]
                 scores += PROVEN * ((proof == self.win).astype(np.float64)
-                                    - (proof == -self.win))
+                                    - (proof == self.loss))
             actions = scores.argmax(axis=1)
             path.append((rows, nodes, actions))
             children = self.child[rows, nodes, actions]
@@ -332,15 +335,17 @@ class Trees:
 
     def _prove(self, path: list) -> None:
         """Prove what the walked edges' children settle, deepest first: an edge into a
-        terminal state carries its mover's return, one into a solved node the negation
-        of that node's result (zero-sum); a node is solved as a win once one edge wins,
-        else as the best of its edges once every legal edge is proven."""
+        terminal state carries its mover's return, one into a solved node the utility
+        sum less that node's result (its negation in a zero-sum game); a node is solved
+        as a win once one edge wins, else as the best of its edges once every legal edge
+        is proven."""
         for rows, nodes, actions in reversed(path):
             children = self.child[rows, nodes, actions]
             mover = self.mover[rows, nodes]
             terminal = self.mover[rows, children] < 0
             self.proof[rows, nodes, actions] = np.where(
-                terminal, self.returns[rows, children, mover], -self.solved[rows, children])
+                terminal, self.returns[rows, children, mover],
+                self.utility_sum - self.solved[rows, children])
             proofs = np.where(self.illegal[rows, nodes] == 0, self.proof[rows, nodes], -math.inf)
             won = (proofs == self.win).any(axis=1)
             # max is nan while any legal edge is unproven
