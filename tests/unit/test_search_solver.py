@@ -142,3 +142,29 @@ def test_without_solving_nothing_is_proven_and_the_visits_decide():
     trees.search(misleading, 60, 1.25)
     assert np.isnan(trees.solved[0, :trees.count[0]]).all()
     assert trees.choice(0).tolist() == trees.visits[0, trees.root[0]].tolist()
+
+
+def test_a_search_player_solves_and_plays_by_the_proof():
+    """SearchPlayer (eval --search, distrl play) with the misleading network: it plays
+    a best move and reports the proven result; told not to solve, it plays the lure."""
+    import torch
+
+    from distrl.games.players import SearchPlayer
+
+    def observe(states):  # the lure, the lowest free cell, is all the network sees
+        return np.array([[s.legal_actions()[0]] for s in states], np.float32)
+
+    def network(obs, value=False):
+        logits = torch.full((obs.shape[0], 9), -5.0)
+        logits[torch.arange(obs.shape[0]), obs[:, 0].long()] = 5.0
+        return logits, torch.ones(obs.shape[0])
+
+    won = [0, 4, 8, 2]
+    (move, result), = SearchPlayer(network, 400, c=1.25).choose([position(won)], observe)
+    assert (move, result) == (6, 1.0)
+    (lure, _), = SearchPlayer(network, 400, c=1.25, solve=False).choose([position(won)],
+                                                                       observe)
+    assert lure == 1
+    # After 18 simulations from [4, 0, 8] the lure 1 has most visits and is proven lost.
+    (move, _), = SearchPlayer(network, 18, c=1.25).choose([position([4, 0, 8])], observe)
+    assert move != 1
