@@ -28,7 +28,7 @@ a few plies deep that the tree has already walked to its end (OpenSpiel's MCTS, 
 play-time search meets on the ladder, solves too).
 
 Memory: about 60 bytes per node and action, every row as long as the longest
-(connect four's self-play, 128 games of 50 simulations a move: 11 MB), as a row over
+(connect four's self-play, 128 games of 50 simulations a move: about 13 MB), as a row over
 half full keeps only the subtree of the move played.
 """
 
