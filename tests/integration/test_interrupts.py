@@ -55,8 +55,16 @@ def start(tmp_path, args, env=None):
            "SLOW_MARKER": str(marker), **(env or {})}
     for name in ("DISTRL_MAX_ENV_STEPS", "RAY_ADDRESS"):
         env.pop(name, None)
-    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    # A terminal's foreground command takes Ctrl-C; a test run started in the background
+    # (`make test &`) has SIGINT ignored, which children inherit: hand them the default.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env,
+                                start_new_session=True)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     deadline = time.monotonic() + 120
     while not marker.exists():
         assert proc.poll() is None, proc.communicate()
