@@ -27,9 +27,9 @@ losses, and the move played follows the proof: a network's value can miss a forc
 a few plies deep that the tree has already walked to its end (OpenSpiel's MCTS, which
 play-time search meets on the ladder, solves too).
 
-Memory: about 60 bytes per node and action, every row as long as the longest
-(connect four's self-play, 128 games of 50 simulations a move: about 13 MB), as a row over
-half full keeps only the subtree of the move played.
+Memory: about 50 bytes per node and action (60 when solving), every row as long as the
+longest (connect four's self-play, 128 games of 50 simulations a move: 11 MB), as a row
+over half full keeps only the subtree of the move played.
 """
 
 from __future__ import annotations
@@ -80,6 +80,8 @@ FIELDS = {
     "solved": (math.nan, np.float64, ()),  # the node's proven result for its mover
 }
 """The trees' arrays, [row, node, ...]."""
+SOLVER = ("proof", "solved")
+"""The arrays only a solving search keeps (self-play, which never solves, pays nothing)."""
 
 
 PROVEN = 1e9
@@ -100,6 +102,8 @@ class Trees:
         # (0: zero-sum); a win is the game's best result, a loss its worst.
         self.solve, self.win, self.loss = solve, game.max_utility(), game.min_utility()
         self.utility_sum = game.utility_sum() if solve else 0.0
+        self.fields = {name: field for name, field in FIELDS.items()
+                       if solve or name not in SOLVER}
         self.capacity = 0
         self._grow(64)
         self.root = np.zeros(self.rows, np.int64)
@@ -113,7 +117,7 @@ class Trees:
     def _grow(self, capacity: int) -> None:
         """Room for ``capacity`` nodes a row; new nodes start blank."""
         old = self.capacity
-        for name, (blank, dtype, axes) in FIELDS.items():
+        for name, (blank, dtype, axes) in self.fields.items():
             axes = (self.num_actions,) if axes == A else axes
             new = np.full((self.rows, capacity, *axes), blank, dtype)
             if old:
@@ -123,7 +127,7 @@ class Trees:
 
     def _blank(self, g: int, start: int, stop: int) -> None:
         """Nodes start..stop of row g back to blank (no longer used)."""
-        for name, (blank, _, _) in FIELDS.items():
+        for name, (blank, _, _) in self.fields.items():
             getattr(self, name)[g, start:stop] = blank
 
     def _new_node(self, g: int, state: Any) -> int:
@@ -163,7 +167,7 @@ class Trees:
         old = self.count[g]
         renumber = np.full(old, -1, np.int64)
         renumber[keep] = np.arange(len(keep))
-        for name in FIELDS:
+        for name in self.fields:
             array = getattr(self, name)
             array[g, :len(keep)] = array[g, keep]
         links = self.child[g, :len(keep)]
@@ -207,7 +211,10 @@ class Trees:
         """The weights row g's move is picked by: the root's visits, except that a proven
         win takes them all and proven losses get none while another move is left."""
         root = self.root[g]
-        visits, proof = self.visits[g, root].copy(), self.proof[g, root]
+        visits = self.visits[g, root].copy()
+        if not self.solve:
+            return visits
+        proof = self.proof[g, root]
         if (proof == self.win).any():
             return (proof == self.win).astype(np.float64)
         lost = proof == self.loss
@@ -220,7 +227,7 @@ class Trees:
         if there is one, else the mean of all values backed up through its edges (0
         before any)."""
         root = self.root[g]
-        if not math.isnan(self.solved[g, root]):
+        if self.solve and not math.isnan(self.solved[g, root]):
             return float(self.solved[g, root])
         total = self.total[g, root]
         # Python's sum adds in action order, as the values were backed up.
@@ -306,9 +313,7 @@ class Trees:
                       + scale[:, None] * self.prior[rows, nodes] / (1 + self.visits[rows, nodes])
                       + self.illegal[rows, nodes])
             if self.solve:
-                proof = self.proof[rows, nodes]
-                scores += PROVEN * ((proof == self.win).astype(np.float64)
-                                    - (proof == self.loss))
+                scores = self._proven_scores(self.proof[rows, nodes], scores)
             actions = scores.argmax(axis=1)
             path.append((rows, nodes, actions))
             children = self.child[rows, nodes, actions]
@@ -319,6 +324,13 @@ class Trees:
             end_nodes[rows[done]] = children[done]
             rows, nodes = rows[~done], children[~done]
         return path, end_nodes
+
+    def _proven_scores(self, proof: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """A proven edge scores its result, +-PROVEN for a win or loss, and no
+        exploration bonus: searching it again cannot change what it is worth, and a bonus
+        would let a proven draw take the visits an unproven sibling needs."""
+        exact = np.where(proof == self.win, PROVEN, np.where(proof == self.loss, -PROVEN, proof))
+        return np.where(np.isnan(proof), scores, exact)
 
     def _backup(self, path: list, value: np.ndarray) -> None:
         """Add ``value[row, player]`` (the value for the player to move at each node) to
