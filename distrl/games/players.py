@@ -7,7 +7,8 @@ league policy too (its move probabilities are the priors, its value estimate of 
 seat's return the leaf value). Search runs on the game's OpenSpiel state (an OpenSpiel
 game's own, or a PettingZoo game's twin) with the network seeing what the env would show
 (``observe_states``); no root noise: the most visited move, or one drawn from the visit
-counts with a temperature.
+counts with a temperature. As AlphaZero's own players, a searching player carries the
+subtree of the position it meets on to the next move, with its visits and proofs.
 """
 
 from __future__ import annotations
@@ -40,17 +41,25 @@ class SearchPlayer:
     above 0, a move drawn with probability proportional to visits^(1 / temperature).
     ``c``: PUCT's exploration constant (an AlphaZero run's own: ``puct_c``). ``solve``:
     the search proves the wins and losses it walks to their end and plays by them
-    (games.search)."""
+    (games.search). ``reuse``: a position reached from one searched before (the player's
+    move and the replies since) starts from that subtree, the simulations added to it
+    (AlphaGo Zero's practice), instead of from nothing."""
 
     bot = True
     version = 0
     recurrent = False
 
     def __init__(self, policy: ActingPolicy, simulations: int, temperature: float = 0.0,
-                 seed: int = 0, name: str = "search", c: float = PUCT_C, solve: bool = True):
+                 seed: int = 0, name: str = "search", c: float = PUCT_C, solve: bool = True,
+                 reuse: bool = True):
         self.policy, self.simulations, self.temperature = policy, simulations, temperature
-        self.c, self.solve = c, solve
+        self.c, self.solve, self.reuse = c, solve, reuse
         self.name, self.rng = name, np.random.default_rng(seed)
+        self.trees: Trees | None = None
+        """The last move's trees (for readers)."""
+        self._kept: list[dict[tuple[int, ...], tuple[Trees, int]]] = []
+        """The roots of the last two calls' trees by history: a seat moves every other
+        call of MatchLoop, as the envs alternate who is to move."""
 
     def choose(self, states: list[Any], observe: Callable[[list[Any]], np.ndarray]
                ) -> list[tuple[int, float]]:
@@ -63,9 +72,33 @@ class SearchPlayer:
             return logits.numpy(), values.numpy()
 
         trees = Trees([state.clone() for state in states], solve=self.solve)
+        for g, state in enumerate(states):
+            found = self._searched(state.history()) if self.reuse else None
+            if found is not None:
+                trees.graft(g, *found)
         trees.expand_roots(evaluate)
         trees.search(evaluate, self.simulations, self.c)
+        self.trees = trees
+        self._kept = [{tuple(trees.state(g).history()): (trees, g) for g in range(trees.rows)},
+                      *self._kept[:1]]
         return [(self._pick(trees.choice(g)), trees.value(g)) for g in range(trees.rows)]
+
+    def _searched(self, history: list[int]) -> tuple[Trees, int, int] | None:
+        """(trees, row, node) of ``history``'s position in a kept tree: the deepest kept
+        root on its way, followed down by the moves since; None where the search never
+        made that node."""
+        for cut in range(len(history) - 1, -1, -1):  # within a game positions never repeat
+            for kept in self._kept:
+                if (found := kept.get(tuple(history[:cut]))) is None:
+                    continue
+                trees, g = found
+                node = int(trees.root[g])
+                for action in history[cut:]:
+                    node = int(trees.child[g, node, action])
+                    if node < 0:
+                        return None
+                return trees, g, node
+        return None
 
     def _pick(self, visits: np.ndarray) -> int:
         if self.temperature == 0:

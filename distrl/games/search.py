@@ -163,18 +163,25 @@ class Trees:
 
     def _compact(self, g: int) -> None:
         """Row g keeps only its root's subtree, renumbered from 0 (level by level)."""
-        keep = self._subtree(g, int(self.root[g]))
-        old = self.count[g]
-        renumber = np.full(old, -1, np.int64)
-        renumber[keep] = np.arange(len(keep))
+        self.graft(g, self, g, int(self.root[g]))
+
+    def graft(self, g: int, other: Trees, h: int, node: int) -> None:
+        """Row g becomes a copy of ``other``'s row h below ``node``, its visits, values and
+        proofs kept, renumbered from 0 level by level: a tree searched before carries on
+        (``other`` may be these trees, solving as they do)."""
+        keep = other._subtree(h, node)
+        old, n = self.count[g], len(keep)
+        while self.capacity < n:
+            self._grow(2 * self.capacity)
+        renumber = np.full(other.count[h], -1, np.int64)
+        renumber[keep] = np.arange(n)
         for name in self.fields:
-            array = getattr(self, name)
-            array[g, :len(keep)] = array[g, keep]
-        links = self.child[g, :len(keep)]
+            getattr(self, name)[g, :n] = getattr(other, name)[h, keep]
+        links = self.child[g, :n]
         links[links >= 0] = renumber[links[links >= 0]]
-        self.states[g] = [self.states[g][i] for i in keep.tolist()]
-        self._blank(g, len(keep), old)
-        self.count[g], self.root[g] = len(keep), 0
+        self.states[g] = [other.states[h][i] for i in keep.tolist()]
+        self._blank(g, n, old)
+        self.count[g], self.root[g] = n, 0
 
     def _subtree(self, g: int, node: int) -> np.ndarray:
         """The nodes under ``node`` (itself first), level by level."""
