@@ -71,12 +71,7 @@ def run_distrl(env: str, seed: int, steps: int, runners: int,
     from distrl.core.evaluation import run_episodes
     from distrl.tuned import tuned
 
-    # A variant (another entry, replaced fields) runs in a folder of its own, so that it
-    # can run beside the default trial of the same env and seed.
-    variant = "".join([f"_{entry}" if entry else "",
-                       f"_{zlib.crc32(json.dumps(overrides, sort_keys=True).encode()):08x}"
-                       if overrides else ""])
-    logdir = OUT / f"runs/ppo_{env}_{runners}_{seed}{variant}"
+    logdir = run_folder(env, runners, seed, overrides, entry)
     shutil.rmtree(logdir, ignore_errors=True)
     t = tuned(entry or TUNED[env])
     t0 = time.perf_counter()
@@ -88,6 +83,16 @@ def run_distrl(env: str, seed: int, steps: int, runners: int,
     det = run_episodes(r["checkpoint"], episodes=10, seed=10_000 + seed)
     return {"final_return": r["env/episode_return_mean"], "det_eval": float(np.mean(det.returns)),
             "wall_s": wall, "train_s": r["time/total_s"], "env_steps": r["env/steps_total"]}
+
+
+def run_folder(env: str, runners: int, seed: int, overrides: dict | None = None,
+               entry: str | None = None) -> Path:
+    """A trial's run folder. A variant (another entry, replaced fields) has one of its
+    own, so that it can run beside the default trial of the same env and seed."""
+    variant = "".join([f"_{entry}" if entry else "",
+                       f"_{zlib.crc32(json.dumps(overrides, sort_keys=True).encode()):08x}"
+                       if overrides else ""])
+    return OUT / f"runs/ppo_{env}_{runners}_{seed}{variant}"
 
 
 def overridden(config, overrides: dict):

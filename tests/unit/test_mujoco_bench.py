@@ -50,3 +50,16 @@ def test_set_replaces_top_level_and_model_fields():
     assert config.model.log_std_init == base.model.log_std_init and config.lr == base.lr
     with pytest.raises(SystemExit, match="only model"):
         ppo_mujoco.overridden(base, {"lr_schedule.x": 1})
+
+
+def test_a_variant_runs_in_a_folder_of_its_own():
+    plain = ppo_mujoco.run_folder("Hopper-v5", 0, 1)
+    assert plain.name == "ppo_Hopper-v5_0_1"
+    variants = [ppo_mujoco.run_folder("Hopper-v5", 0, 1, entry="walker2d"),
+                ppo_mujoco.run_folder("Hopper-v5", 0, 1, {"lr": 1e-4}),
+                ppo_mujoco.run_folder("Hopper-v5", 0, 1, {"lr": 2e-4}),
+                ppo_mujoco.run_folder("Hopper-v5", 0, 1, {"lr": 1e-4}, "walker2d")]
+    assert len({plain, *variants}) == 5
+    # The same fields named in another order are the same variant.
+    assert (ppo_mujoco.run_folder("Hopper-v5", 0, 1, {"lr": 1e-4, "gamma": 0.9})
+            == ppo_mujoco.run_folder("Hopper-v5", 0, 1, {"gamma": 0.9, "lr": 1e-4}))
