@@ -85,7 +85,7 @@ SOLVER = ("proof", "solved")
 
 
 PROVEN = 1e9
-"""Added to a proven win's score and taken from a proven loss's in the descent."""
+"""A proven win's score in the descent (a proven loss's: -PROVEN)."""
 
 
 class Trees:
@@ -308,8 +308,9 @@ class Trees:
         """Every row's walk from its root to a new leaf or a terminal state: the edges
         taken, depth by depth (rows, nodes, actions), and the node each row ended at.
         Each edge scores its mean value (0 unvisited) plus
-        c * prior * sqrt(parent visits) / (1 + visits), +-PROVEN for a proven win or loss
-        when solving; illegal moves score -inf, and the first best move wins (argmax)."""
+        c * prior * sqrt(parent visits) / (1 + visits); when solving, a proven edge scores
+        its result instead (+-PROVEN for a win or loss); illegal moves score -inf, and the
+        first best move wins (argmax)."""
         rows = np.arange(self.rows)
         nodes = self.root.copy()
         end_nodes = np.empty(self.rows, np.int64)
