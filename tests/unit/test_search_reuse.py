@@ -9,11 +9,9 @@ import pytest
 
 pytest.importorskip("pyspiel")
 
-import torch
-
 from distrl.games.players import SearchPlayer
 from distrl.games.search import Trees
-from tests.unit.test_search_solver import misleading, position, proven_nodes
+from tests.unit.test_search_solver import misleading, network, observe, position, proven_nodes
 
 
 def paths(depth):
@@ -36,17 +34,6 @@ def test_a_grafted_subtree_holds_what_the_search_found_there():
     proven = sorted(p for p in proven_nodes(searched, 0) if p[0][:3] == (4, move, reply))
     assert sorted(proven_nodes(carried, 0)) == proven and len(proven) > 5
     assert carried.count[0] == len(searched._subtree(0, node)) > 50
-
-
-def network(obs, value=False):
-    """misleading() on what observe() shows: the lowest free cell."""
-    logits = torch.full((obs.shape[0], 9), -5.0)
-    logits[torch.arange(obs.shape[0]), obs[:, 0].long()] = 5.0
-    return logits, torch.ones(obs.shape[0])
-
-
-def observe(states):
-    return np.array([[s.legal_actions()[0]] for s in states], np.float32)
 
 
 @pytest.mark.parametrize("reuse", [True, False])

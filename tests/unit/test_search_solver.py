@@ -51,6 +51,20 @@ def misleading(states):
     return logits, np.ones(len(states))
 
 
+def observe(states):
+    """What a SearchPlayer's network sees: the lure, the lowest free cell."""
+    return np.array([[s.legal_actions()[0]] for s in states], np.float32)
+
+
+def network(obs, value=False):
+    """misleading() as a torch network over observe()'s view."""
+    import torch
+
+    logits = torch.full((obs.shape[0], 9), -5.0)
+    logits[torch.arange(obs.shape[0]), obs[:, 0].long()] = 5.0
+    return logits, torch.ones(obs.shape[0])
+
+
 def proven_nodes(trees, g):
     """(moves from the row's start, proven result) of every solved node of row g."""
     out = []
@@ -165,17 +179,7 @@ def test_a_proven_draw_leaves_the_visits_to_a_win_not_yet_seen(moves):
 def test_a_search_player_solves_and_plays_by_the_proof():
     """SearchPlayer (eval --search, distrl play) with the misleading network: it plays
     a best move and reports the proven result; told not to solve, it plays the lure."""
-    import torch
-
     from distrl.games.players import SearchPlayer
-
-    def observe(states):  # the lure, the lowest free cell, is all the network sees
-        return np.array([[s.legal_actions()[0]] for s in states], np.float32)
-
-    def network(obs, value=False):
-        logits = torch.full((obs.shape[0], 9), -5.0)
-        logits[torch.arange(obs.shape[0]), obs[:, 0].long()] = 5.0
-        return logits, torch.ones(obs.shape[0])
 
     won = [0, 4, 8, 2]
     (move, result), = SearchPlayer(network, 400, c=1.25).choose([position(won)], observe)
