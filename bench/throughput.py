@@ -1,16 +1,19 @@
 """Sampling throughput on Pong (EnvPool), side by side in one run on this machine: what
 the simulator does alone, the ceiling for sampling (EnvPool stepping with the policy's
 batched forward in one tight loop: no Ray, no bookkeeping), distrl's sampler with no
-learning (in process, and 2 Ray env runners), and APPO, PPO (also with overlap: runners
-sample the next batch while the learner trains) and Ape-X end to end.
+learning (in process, and 2 Ray env runners; each also double-buffered, ``_async``: two
+pools of half the envs, one stepping while the policy acts on the other), and APPO, PPO
+(also with overlap: runners sample the next batch while the learner trains) and Ape-X end
+to end (APPO also double-buffered).
 
     python bench/throughput.py [--seconds 60] [--envs 16]
 
 Frames are Atari frames (4 per env step: frame skip 4). Each system runs in a fresh
 subprocess for ``--seconds`` (after its start-up), one torch thread per process. The
 last line is JSON with every frames/s and the ratios ``sampler_to_ceiling`` (distrl's
-best sampler / the ceiling), ``appo_to_ppo_frames`` (APPO / PPO end to end) and
-``ppo_overlap_to_ppo`` (PPO with overlap / PPO end to end).
+best sampler / the ceiling), ``appo_to_ppo_frames`` (APPO / PPO end to end),
+``ppo_overlap_to_ppo`` (PPO with overlap / PPO end to end) and ``async_to_sync_<system>``
+(double-buffered / as it is, for each system run both ways).
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ from pathlib import Path
 OUT = Path(__file__).parent / "out"
 ENV = "envpool:Pong-v5"
 FRAME_SKIP = 4
-SYSTEMS = ("envpool_random", "ceiling", "sampler", "sampler_ray2", "appo_ray2", "ppo_ray2",
-           "ppo_overlap_ray2", "apex_ray2")
+SYSTEMS = ("envpool_random", "ceiling", "sampler", "sampler_async", "sampler_ray2",
+           "sampler_async_ray2", "appo_ray2", "appo_async_ray2", "ppo_ray2", "ppo_overlap_ray2",
+           "apex_ray2")
+ASYNC = "_async"  # in a system's name: --vector-mode async (sampling.DoubleBuffered)
 
 
 def timed(step, seconds: float) -> float:
@@ -75,16 +80,17 @@ def ceiling(seconds: float, envs: int) -> float:
     return timed(step, seconds)
 
 
-def sampler(seconds: float, envs: int) -> float:
+def sampler(seconds: float, envs: int, vector_mode: str = "auto") -> float:
     """distrl's EnvRunner (what PPO and APPO sample with), no learning."""
     from distrl.ppo.env_runner import EnvRunner
     from distrl.tuned import tuned
 
-    runner = EnvRunner(ENV, envs, tuned("atari").config.model, 0.99, 0.95, seed=0)
+    runner = EnvRunner(ENV, envs, tuned("atari").config.model, 0.99, 0.95, seed=0,
+                       vector_mode=vector_mode)
     return timed(lambda: runner.fragment(32).env_steps, seconds)
 
 
-def sampler_ray2(seconds: float, envs: int) -> float:
+def sampler_ray2(seconds: float, envs: int, vector_mode: str = "auto") -> float:
     """Two Ray env runners (envs/2 each) kept busy, no learning."""
     from distrl.appo.remote import RaySampler
     from distrl.core.config import RunConfig
@@ -98,7 +104,7 @@ def sampler_ray2(seconds: float, envs: int) -> float:
 
     def kwargs(i: int, restart: int) -> dict:
         return dict(env=ENV, num_envs=envs // 2, model=model, gamma=0.99, lambda_=0.95,
-                    seed=seed_for(0, i, restart))
+                    seed=seed_for(0, i, restart), vector_mode=vector_mode)
 
     group = RaySampler(kwargs, 2, 1.0, RunConfig(), steps_per_env=32, max_queued=2)
     local = EnvRunner(ENV, 1, model, 0.99, 0.95, seed=0)  # for a set of weights to act with
@@ -108,7 +114,8 @@ def sampler_ray2(seconds: float, envs: int) -> float:
     return rate
 
 
-def end_to_end(algo: str, seconds: float, envs: int, overlap: bool = False) -> float:
+def end_to_end(algo: str, seconds: float, envs: int, overlap: bool = False,
+               vector_mode: str = "auto") -> float:
     """Env steps/s of a whole run (learning included) with 2 Ray env runners; PPO with
     ``overlap`` samples the next batch while it trains."""
     import dataclasses
@@ -117,7 +124,7 @@ def end_to_end(algo: str, seconds: float, envs: int, overlap: bool = False) -> f
     from distrl.registry import ALGORITHMS
     from distrl.tuned import tuned
 
-    logdir = OUT / f"runs/throughput_{algo}{'_overlap' if overlap else ''}"
+    logdir = OUT / f"runs/throughput_{algo}{'_overlap' if overlap else ''}_{vector_mode}"
     shutil.rmtree(logdir, ignore_errors=True)
     base = tuned("atari").config
     config_cls = ALGORITHMS[algo].config
@@ -137,7 +144,7 @@ def end_to_end(algo: str, seconds: float, envs: int, overlap: bool = False) -> f
             config = dataclasses.replace(config, overlap=True)
     result = ALGORITHMS[algo].train()(config, RunConfig(
         env=ENV, max_time_s=seconds, max_env_steps=10**9, logdir=str(logdir),
-        progress=False))
+        progress=False, vector_mode=vector_mode))
     return result["env/steps_total"] / result["time/total_s"]
 
 
@@ -145,14 +152,18 @@ def one(system: str, seconds: float, envs: int) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    runs = {"envpool_random": envpool_random, "ceiling": ceiling, "sampler": sampler,
-            "sampler_ray2": sampler_ray2}
-    if system in runs:
-        steps_per_s = runs[system](seconds, envs)
-    elif system == "ppo_overlap_ray2":
+    runs = {"envpool_random": envpool_random, "ceiling": ceiling}
+    samplers = {"sampler": sampler, "sampler_ray2": sampler_ray2}
+    mode = "async" if ASYNC in system else "auto"
+    name = system.replace(ASYNC, "")
+    if name in runs:
+        steps_per_s = runs[name](seconds, envs)
+    elif name in samplers:
+        steps_per_s = samplers[name](seconds, envs, mode)
+    elif name == "ppo_overlap_ray2":
         steps_per_s = end_to_end("ppo", seconds, envs, overlap=True)
     else:
-        steps_per_s = end_to_end(system.removesuffix("_ray2"), seconds, envs)
+        steps_per_s = end_to_end(name.removesuffix("_ray2"), seconds, envs, vector_mode=mode)
     return {"system": system, "frames_per_s": FRAME_SKIP * steps_per_s}
 
 
@@ -174,8 +185,12 @@ def main() -> None:
         trial = json.loads(out.stdout.strip().splitlines()[-1])
         print(json.dumps(trial), flush=True)
         rates[f"{system}_frames_per_s"] = trial["frames_per_s"]
-    best = max(rates.get("sampler_frames_per_s", 0), rates.get("sampler_ray2_frames_per_s", 0))
+    best = max((rate for name, rate in rates.items() if name.startswith("sampler")), default=0)
     summary = {**rates, "envs": args.envs, "seconds": args.seconds}
+    for name in rates:
+        if ASYNC in name and name.replace(ASYNC, "") in rates:
+            system = name.replace(ASYNC, "").removesuffix("_frames_per_s")
+            summary[f"async_to_sync_{system}"] = rates[name] / rates[name.replace(ASYNC, "")]
     if "ceiling_frames_per_s" in rates:
         summary["sampler_to_ceiling"] = best / rates["ceiling_frames_per_s"]
     if {"appo_ray2_frames_per_s", "ppo_ray2_frames_per_s"} <= rates.keys():

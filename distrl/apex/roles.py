@@ -23,7 +23,7 @@ from distrl.apex.dqn import dqn_loss, initial_priorities, nstep_fragment
 from distrl.apex.replay import PrioritizedReplay
 from distrl.core.envs import EnvSpec, VectorMode
 from distrl.core.learner import Learner
-from distrl.core.sampling import EnvLoop
+from distrl.core.sampling import make_loop
 from distrl.core.types import NStepFragment, Transitions, to_tensor
 from distrl.models.config import ModelConfig
 from distrl.models.encoders import image_layout, is_image
@@ -55,7 +55,8 @@ class EpsilonGreedy:
             ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         q = self.qnet(obs)
         n, num_actions = q.shape
-        explore = torch.rand(n, generator=generator) < self.epsilons
+        epsilons = self.epsilons if context is None else self.epsilons[context.rows]
+        explore = torch.rand(n, generator=generator) < epsilons
         random = torch.randint(num_actions, (n,), generator=generator)
         return torch.where(explore, random, q.argmax(-1)), {"q": q}
 
@@ -68,7 +69,7 @@ class ApexActor:
                  epsilons: list[float], gamma: float, n_step: int, seed: int,
                  worker_side_prioritization: bool, env_config: dict[str, Any] | None = None,
                  max_episode_steps: int | None = None, vector_mode: VectorMode = "auto"):
-        self.loop = EnvLoop(env, num_envs, seed, env_config, max_episode_steps, vector_mode)
+        self.loop = make_loop(env, num_envs, seed, env_config, max_episode_steps, vector_mode)
         obs_space, act_space = self.loop.spaces()
         self.qnet = QNetwork(obs_space, act_space, model, dueling).requires_grad_(False)
         self.policy = EpsilonGreedy(self.qnet, np.asarray(epsilons))

@@ -14,7 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 import tyro
 
-from distrl.core.envs import EnvSpec, VectorMode, check_vector_mode
+from distrl.core.envs import EnvSpec, VectorMode
 
 T = TypeVar("T")
 
@@ -46,8 +46,9 @@ class RunConfig:
     vector_mode: VectorMode = "auto"
     """How a runner steps its sub-envs: auto = the env's native vector implementation if
     any, else sync; sync = gymnasium's SyncVectorEnv, in the runner's process; async =
-    gymnasium's AsyncVectorEnv, one subprocess per sub-env, for an env where stepping is
-    the cost (single-agent envs; not envpool:, which has its own threads)."""
+    the envs step while the policy acts: gymnasium's AsyncVectorEnv, one subprocess per
+    sub-env, for an env where stepping is the cost; for envpool: envs, two pools of half
+    the envs each (an even number), one stepping while the policy acts on the other."""
     seed: int = 0
     """Seed of weights, envs and sampling; equal seeds give equal in-process runs."""
     stop_return: float | None = None
@@ -134,7 +135,6 @@ class RunConfig:
         if self.max_episode_steps is not None and self.max_episode_steps <= 0:
             raise ValueError(f"`max_episode_steps` ({self.max_episode_steps}) must be > 0 "
                              "(or None: the env's own limit).")
-        check_vector_mode(self.env, self.vector_mode)
         if self.checkpoint_every < 0:
             raise ValueError(f"`checkpoint_every` ({self.checkpoint_every}) must be >= 0.")
 

@@ -11,7 +11,9 @@ and the reported episode return is the game's score.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -25,8 +27,18 @@ def is_envpool(env: Any) -> bool:
     return isinstance(env, str) and env.startswith(PREFIX)
 
 
+@contextlib.contextmanager
+def _float64_bounds() -> Iterator[None]:
+    """Quiet gymnasium's warning on EnvPool's float64 Box bounds, cast as they should be."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*precision lowered by casting")
+        yield
+
+
 class EnvPoolVector(gym.vector.VectorEnv):
-    """One EnvPool of ``num_envs`` envs, stepped together (EnvPool's sync mode)."""
+    """One EnvPool of ``num_envs`` envs, stepped together (EnvPool's sync mode). EnvPool
+    seeds env ``i`` with ``seed + i``: two pools of n envs seeded s and s + n are one
+    pool of 2n seeded s (sampling.DoubleBuffered relies on it)."""
 
     metadata: ClassVar[dict] = {"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}
 
@@ -50,8 +62,9 @@ class EnvPoolVector(gym.vector.VectorEnv):
         self.clip_rewards = clip_rewards and self._is_atari()
         self.num_envs = num_envs
         self.pool = self._make(seed=0)
-        self.single_observation_space = self.pool.observation_space
-        self.single_action_space = self.pool.action_space
+        with _float64_bounds():
+            self.single_observation_space = self.pool.observation_space
+            self.single_action_space = self.pool.action_space
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space,
                                                               num_envs)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
@@ -66,8 +79,7 @@ class EnvPoolVector(gym.vector.VectorEnv):
     def _make(self, seed: int) -> Any:
         import envpool
 
-        with warnings.catch_warnings():  # its float64 Box bounds, cast as they should be
-            warnings.filterwarnings("ignore", message=".*precision lowered by casting")
+        with _float64_bounds():
             return envpool.make(self.task_id, seed=seed % 2**31, **self.options)  # int32
 
     def reset(self, *, seed: int | None = None, options: dict | None = None
@@ -83,7 +95,18 @@ class EnvPoolVector(gym.vector.VectorEnv):
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                   np.ndarray, dict]:
-        obs, rewards, terminated, truncated, _ = self.pool.step(np.asarray(actions))
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: np.ndarray) -> None:
+        """Start a step and return at once: the pool's threads step the envs meanwhile
+        (EnvPool's send; the same pair of calls as gymnasium's AsyncVectorEnv)."""
+        self.pool.send(np.asarray(actions))
+
+    def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """The step step_async started. Its batch is every env of the pool, in env
+        order (EnvPool's sync mode)."""
+        obs, rewards, terminated, truncated, _ = self.pool.recv()
         done = terminated | truncated
         restarted = self.length == -1  # this step was an ended episode's reset
         self.score = np.where(restarted, 0.0, self.score + rewards)

@@ -159,7 +159,6 @@ def make_vec_env(env: EnvSpec, num_envs: int, env_config: dict[str, Any] | None 
     ``vector_mode="async"`` steps each sub-env in a subprocess (VectorMode), for an env
     whose own stepping is the cost; its errors are EnvErrors too.
     """
-    check_vector_mode(env, vector_mode)
     try:
         with EnvErrors(env_name(env)), env_config_checked(env, env_config or {}):
             check_env_id(env)
@@ -179,13 +178,6 @@ def _install_hint(env: EnvSpec) -> str:
     if "mujoco" in entry:
         return "pip install 'distrl[mujoco]'"
     return ATARI_EXTRA if is_atari(env) else "install the package it names"
-
-
-def check_vector_mode(env: EnvSpec, vector_mode: VectorMode) -> None:
-    """Refuse "async" where it cannot apply: EnvPool steps its envs in its own threads."""
-    if vector_mode == "async" and is_envpool(env):
-        raise ValueError(f"`vector_mode='async'` does not apply to {env!r}: EnvPool steps "
-                         "its envs in its own threads. Drop --vector-mode async.")
 
 
 def _make_vec(env: EnvSpec, num_envs: int, kwargs: dict[str, Any], clip_rewards: bool,

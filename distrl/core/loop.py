@@ -25,6 +25,7 @@ from distrl.core.callbacks import Callbacks
 from distrl.core.checkpoint import Checkpoint, save_checkpoint, space_to_json
 from distrl.core.config import RunConfig, to_json
 from distrl.core.display import Budget, write_configs
+from distrl.core.envpool_vec import is_envpool
 from distrl.core.envs import check_env_id, env_name, warn_if_endless
 from distrl.core.evaluation import evaluation_metrics
 from distrl.core.learner import NonFiniteError
@@ -123,10 +124,23 @@ def start_run(algo: str, config: Any, run: RunConfig,
     elif run.vector_mode != "auto":
         raise ValueError("`vector_mode` applies to single-agent gymnasium envs; a game's "
                          "matches are stepped by its runners. Drop --vector-mode.")
+    check_halves(config, run)
     check_wandb(run.wandb_project)
     torch.set_num_threads(run.num_torch_threads)
     torch.manual_seed(run.seed)
     return Start(algo, config, run, _logdir(algo, run), ckpt)
+
+
+def check_halves(config: Any, run: RunConfig) -> None:
+    """``vector_mode="async"`` on an EnvPool env steps two halves of each runner's envs
+    in turns (sampling.DoubleBuffered): refuse an odd count before any runner starts."""
+    if run.vector_mode != "async" or not is_envpool(run.env):
+        return
+    for name in ("num_envs_per_env_runner", "num_envs_per_worker"):
+        count = getattr(config, name, 2)
+        if count % 2:
+            raise ValueError(f"`vector_mode='async'` on {run.env!r} steps two halves of each "
+                             f"runner's envs in turns: {name} ({count}) must be even.")
 
 
 def learner_device(name: str) -> torch.device:

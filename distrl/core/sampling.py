@@ -10,7 +10,7 @@ autoreset spends one step per finished episode on the reset; those rows are inva
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import gymnasium as gym
@@ -19,6 +19,7 @@ import torch
 
 from distrl.core.checkpoint import games_in_progress, trusted_loads
 from distrl.core.env_errors import EnvErrors
+from distrl.core.envpool_vec import is_envpool
 from distrl.core.envs import EnvSpec, VectorMode, env_name, make_vec_env
 
 
@@ -29,6 +30,13 @@ class StepContext:
     first: np.ndarray  # [N] bool: the observation starts an episode (reset the state)
     prev_actions: np.ndarray  # [N] int64 or [N, A] float32: the env's previous action
     prev_rewards: np.ndarray  # [N] float32: the env's previous reward
+    envs: slice | None = None  # which of the runner's envs these N are (None: all of them)
+
+    @property
+    def rows(self) -> slice:
+        """The runner's envs these are, as a slice of its per-env arrays (DoubleBuffered
+        acts for each half of the envs on its own)."""
+        return slice(None) if self.envs is None else self.envs
 
 
 class Policy(Protocol):
@@ -74,6 +82,24 @@ class Trajectory:
         return (rows * self.valid.shape[1] + np.arange(self.valid.shape[1])).reshape(-1)
 
 
+class Steps:
+    """What one collect call has gathered so far, per step and per ended episode."""
+
+    def __init__(self, num_envs: int):
+        self.valid_count = np.zeros(num_envs, dtype=np.int64)  # valid steps acted, per env
+        self.rows: list[tuple] = []  # per step: obs, actions, rewards, ..., valid
+        self.returns: list[np.ndarray] = []  # per step where episodes ended: their returns,
+        self.lengths: list[np.ndarray] = []  # lengths,
+        self.envs: list[np.ndarray] = []  # and sub-envs
+
+    def fewest(self) -> int:
+        return int(self.valid_count.min())
+
+
+def _joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+
 class EnvLoop:
     """One vector env, its current observations and running episode statistics."""
 
@@ -108,50 +134,37 @@ class EnvLoop:
         ``stop_early(k)`` is asked after every step, k being the fewest valid steps of any
         env so far; when it says yes, each env keeps its first k (DD-PPO's preemption).
         """
-        steps: list[tuple] = []
-        returns: list[np.ndarray] = []
-        lengths: list[np.ndarray] = []
-        envs: list[np.ndarray] = []
-        valid_count = np.zeros(self.num_envs, dtype=np.int64)
+        steps = Steps(self.num_envs)
         with torch.inference_mode():
-            while (valid_count < steps_per_env).any():
-                step = self._step(policy, generator)
-                steps.append(step)
-                valid_count += step[-1]
-                done = step[3] | step[4]
-                if done.any():
-                    returns.append(self.ep_return[done].copy())
-                    lengths.append(self.ep_len[done].copy())
-                    envs.append(np.flatnonzero(done))
-                    self.ep_return[done] = 0.0
-                    self.ep_len[done] = 0
-                self.prev_done = done
-                if stop_early is not None and stop_early(int(valid_count.min())):
-                    steps_per_env = int(valid_count.min())
+            while steps.fewest() < steps_per_env:
+                self.finish(self.act(policy, generator, steps), steps)
+                if stop_early is not None and stop_early(steps.fewest()):
+                    steps_per_env = steps.fewest()
                     break
-        obs, actions, rewards, terminated, truncated, extras, valid = zip(*steps, strict=True)
-        traj = Trajectory(
-            obs=np.stack(obs), actions=np.stack(actions), rewards=np.stack(rewards),
-            terminated=np.stack(terminated), truncated=np.stack(truncated),
-            valid=np.stack(valid),
-            extras={k: np.stack([e[k] for e in extras]) for k in extras[0]},
-            next_obs=np.asarray(self.obs, dtype=self.obs_dtype),
-            episode_returns=np.concatenate(returns) if returns else np.zeros(0),
-            episode_lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
-            episode_envs=np.concatenate(envs) if envs else np.zeros(0, np.int64),
-            steps_per_env=steps_per_env,
-        )
-        check_finite(self.env_name, traj.obs, traj.rewards)
-        return traj
+        return self.trajectory(steps, steps_per_env)
 
-    def _step(self, policy: Policy, generator: torch.Generator | None) -> tuple:
+    def act(self, policy: Policy, generator: torch.Generator | None, steps: Steps) -> tuple:
+        """The policy's actions for the current observations, sent to the envs: a vector
+        env with ``step_async`` (EnvPool's, gymnasium's AsyncVectorEnv) steps them in the
+        background until ``finish``."""
         valid = ~self.prev_done
+        steps.valid_count += valid
         obs = np.asarray(self.obs, dtype=self.obs_dtype)
         actions, extras = policy.act(torch.from_numpy(obs), generator, self.context)
         actions = actions.numpy()
+        env_actions = self.to_env_action(actions)
+        if hasattr(self.envs, "step_async"):
+            with self.user_code:
+                self.envs.step_async(env_actions)
+        return obs, actions, extras, valid, env_actions
+
+    def finish(self, acted: tuple, steps: Steps) -> None:
+        """The envs' answer to ``act``'s actions, recorded in ``steps``."""
+        obs, actions, extras, valid, env_actions = acted
         with self.user_code:
-            self.obs, rewards, terminated, truncated, info = self.envs.step(
-                self.to_env_action(actions))
+            out = (self.envs.step_wait() if hasattr(self.envs, "step_async")
+                   else self.envs.step(env_actions))
+        self.obs, rewards, terminated, truncated, info = out
         rewards = np.asarray(rewards, dtype=np.float32)
         self.ep_return += rewards * valid
         self.ep_len += valid
@@ -160,9 +173,35 @@ class EnvLoop:
             # sum of the clipped rewards the learner sees.
             self.ep_return = np.where(info["_episode"], info["episode"]["r"], self.ep_return)
         # A reset step (invalid) returns the first observation of the next episode.
-        self.context = StepContext(~valid, actions, rewards)
-        return (obs, actions, rewards, terminated, truncated,
-                {k: v.numpy() for k, v in extras.items()}, valid)
+        self.context = StepContext(~valid, actions, rewards, self.context.envs)
+        steps.rows.append((obs, actions, rewards, terminated, truncated,
+                           {k: v.numpy() for k, v in extras.items()}, valid))
+        done = terminated | truncated
+        if done.any():
+            steps.returns.append(self.ep_return[done].copy())
+            steps.lengths.append(self.ep_len[done].copy())
+            steps.envs.append(np.flatnonzero(done))
+            self.ep_return[done] = 0.0
+            self.ep_len[done] = 0
+        self.prev_done = done
+
+    def trajectory(self, steps: Steps, steps_per_env: int) -> Trajectory:
+        """The collected ``steps`` as a Trajectory, checked finite."""
+        obs, actions, rewards, terminated, truncated, extras, valid = zip(*steps.rows,
+                                                                          strict=True)
+        traj = Trajectory(
+            obs=np.stack(obs), actions=np.stack(actions), rewards=np.stack(rewards),
+            terminated=np.stack(terminated), truncated=np.stack(truncated),
+            valid=np.stack(valid),
+            extras={k: np.stack([e[k] for e in extras]) for k in extras[0]},
+            next_obs=np.asarray(self.obs, dtype=self.obs_dtype),
+            episode_returns=_joined(steps.returns, np.float64),
+            episode_lengths=_joined(steps.lengths, np.int64),
+            episode_envs=_joined(steps.envs, np.int64),
+            steps_per_env=steps_per_env,
+        )
+        check_finite(self.env_name, traj.obs, traj.rewards)
+        return traj
 
     def get_state(self) -> bytes | None:
         """Everything needed to continue exactly where this loop is, or None when the env
@@ -182,6 +221,98 @@ class EnvLoop:
 
     def close(self) -> None:
         self.envs.close()
+
+
+class DoubleBuffered:
+    """An EnvLoop's interface over two EnvPools of half the envs each, stepped in turns:
+    while the policy acts on one half's observations, the other half's envs step in
+    EnvPool's threads (Sample Factory's double-buffered sampling). Same trajectories as
+    one pool of all the envs (EnvPool seeds env i with seed + i); the policy sees each
+    half on its own, with ``context.envs`` saying which envs they are."""
+
+    def __init__(self, env: EnvSpec, num_envs: int, seed: int, *args: Any, **kwargs: Any):
+        if num_envs < 2 or num_envs % 2:
+            raise ValueError(f"`vector_mode='async'` on {env_name(env)!r} steps two halves "
+                             f"of the envs in turns: the number of envs ({num_envs}) must be "
+                             "even.")
+        half = num_envs // 2
+        self.halves = (EnvLoop(env, half, seed, *args, **kwargs),
+                       EnvLoop(env, half, seed + half, *args, **kwargs))
+        for k, loop in enumerate(self.halves):
+            loop.context = replace(loop.context, envs=slice(k * half, (k + 1) * half))
+        self.num_envs, self.obs_dtype = num_envs, self.halves[0].obs_dtype
+
+    def spaces(self) -> tuple[gym.Space, gym.Space]:
+        return self.halves[0].spaces()
+
+    @property
+    def context(self) -> StepContext:
+        """Every env's context (a recurrent policy's bootstrap value reads it)."""
+        a, b = (loop.context for loop in self.halves)
+        return StepContext(*(np.concatenate([x, y]) for x, y in
+                             ((a.first, b.first), (a.prev_actions, b.prev_actions),
+                              (a.prev_rewards, b.prev_rewards))))
+
+    def collect(self, policy: Policy, steps_per_env: int, generator: torch.Generator | None,
+                stop_early: Callable[[int], bool] | None = None) -> Trajectory:
+        """EnvLoop.collect: both halves step the same number of times; half b's step
+        finishes after half a's next one was sent, so one half always steps meanwhile."""
+        a, b = self.halves
+        steps = Steps(a.num_envs), Steps(b.num_envs)
+        pending_b = None
+        with torch.inference_mode():
+            while min(s.fewest() for s in steps) < steps_per_env:
+                pending_a = a.act(policy, generator, steps[0])
+                if pending_b is not None:
+                    b.finish(pending_b, steps[1])
+                pending_b = b.act(policy, generator, steps[1])
+                a.finish(pending_a, steps[0])
+                fewest = min(s.fewest() for s in steps)
+                if stop_early is not None and stop_early(fewest):
+                    steps_per_env = fewest
+                    break
+            b.finish(pending_b, steps[1])
+        return joined(a.trajectory(steps[0], steps_per_env),
+                      b.trajectory(steps[1], steps_per_env))
+
+    def get_state(self) -> None:
+        """EnvPool's envs cannot be saved: a resume starts fresh episodes."""
+        return None
+
+    def set_state(self, state: bytes | None) -> None:
+        pass
+
+    def close(self) -> None:
+        for loop in self.halves:
+            loop.close()
+
+
+def joined(a: Trajectory, b: Trajectory) -> Trajectory:
+    """Two trajectories of the same steps over different envs as one, a's envs first."""
+    def envs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.concatenate([x, y], axis=1)
+
+    return Trajectory(
+        obs=envs(a.obs, b.obs), actions=envs(a.actions, b.actions),
+        rewards=envs(a.rewards, b.rewards), terminated=envs(a.terminated, b.terminated),
+        truncated=envs(a.truncated, b.truncated), valid=envs(a.valid, b.valid),
+        extras={k: envs(a.extras[k], b.extras[k]) for k in a.extras},
+        next_obs=np.concatenate([a.next_obs, b.next_obs]),
+        episode_returns=np.concatenate([a.episode_returns, b.episode_returns]),
+        episode_lengths=np.concatenate([a.episode_lengths, b.episode_lengths]),
+        episode_envs=np.concatenate([a.episode_envs, b.episode_envs + a.obs.shape[1]]),
+        steps_per_env=a.steps_per_env,
+    )
+
+
+def make_loop(env: EnvSpec, num_envs: int, seed: int, env_config: dict[str, Any] | None = None,
+              max_episode_steps: int | None = None, vector_mode: VectorMode = "auto",
+              action_scaling: bool = False) -> EnvLoop | DoubleBuffered:
+    """An algorithm's sampler loop: DoubleBuffered for ``vector_mode="async"`` on an
+    EnvPool env (EnvPool's async stepping), else one EnvLoop."""
+    loop = DoubleBuffered if vector_mode == "async" and is_envpool(env) else EnvLoop
+    return loop(env, num_envs, seed, env_config, max_episode_steps, vector_mode,
+                action_scaling)
 
 
 def first_context(action_space: gym.Space, num_envs: int) -> StepContext:

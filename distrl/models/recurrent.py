@@ -149,13 +149,17 @@ class LSTMActor:
         self.model, self.state = model, model.initial_state(num_envs)
 
     def step(self, obs: torch.Tensor, context: Any) -> tuple[torch.Tensor, torch.Tensor, dict]:
-        """(distribution inputs, values, extras) of one step; advances the state."""
+        """(distribution inputs, values, extras) of one step of the envs ``context.envs``
+        (all of them, or a half: sampling.DoubleBuffered); advances their state."""
         first = torch.as_tensor(context.first, device=obs.device)
         keep = (~first).to(self.state[0].dtype)[:, None]
-        h, c = self.state[0] * keep, self.state[1] * keep
+        rows = context.rows
+        h, c = self.state[0][rows] * keep, self.state[1][rows] * keep
         prev_a = _masked(context.prev_actions, first, obs.device)
         prev_r = _masked(context.prev_rewards, first, obs.device)
-        dist_inputs, values, self.state = self.model.step(obs, (h, c), prev_a, prev_r)
+        dist_inputs, values, new = self.model.step(obs, (h, c), prev_a, prev_r)
+        self.state = tuple(_rows_replaced(s, rows, x) for s, x in zip(self.state, new,
+                                                                       strict=True))
         extras = {"first": first, "state_in": torch.stack([h, c], dim=1),
                   "prev_actions": prev_a, "prev_rewards": prev_r.float()}
         return dist_inputs, values, extras
@@ -182,6 +186,15 @@ class LSTMActor:
         device = self.state[0].device
         both = torch.as_tensor(state, device=device)
         self.state = (both[:, 0].contiguous(), both[:, 1].contiguous())
+
+
+def _rows_replaced(state: torch.Tensor, rows: slice, new: torch.Tensor) -> torch.Tensor:
+    """``state`` with ``rows`` replaced, as a new tensor (values() keeps the old one)."""
+    if rows == slice(None):
+        return new
+    out = state.clone()
+    out[rows] = new
+    return out
 
 
 LSTM_KEYS = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")

@@ -16,7 +16,7 @@ import torch
 
 from distrl.core.envs import EnvSpec, VectorMode
 from distrl.core.returns import gae
-from distrl.core.sampling import EnvLoop, Trajectory
+from distrl.core.sampling import Trajectory, make_loop
 from distrl.core.sequences import to_sequences
 from distrl.core.types import Fragment, GAESteps, Rollout
 from distrl.models.config import ModelConfig
@@ -36,13 +36,13 @@ def scale_rewards(rewards: np.ndarray, reward_std: float) -> np.ndarray:
 
 
 class EnvRunner:
-    """One EnvLoop plus an inference copy of the policy."""
+    """One EnvLoop (or DoubleBuffered) plus an inference copy of the policy."""
 
     def __init__(self, env: EnvSpec, num_envs: int, model: ModelConfig, gamma: float,
                  lambda_: float, seed: int, env_config: dict[str, Any] | None = None,
                  normalize_rewards: bool = False, max_episode_steps: int | None = None,
                  vector_mode: VectorMode = "auto", keep_steps: bool = False):
-        self.loop = EnvLoop(env, num_envs, seed, env_config, max_episode_steps, vector_mode,
+        self.loop = make_loop(env, num_envs, seed, env_config, max_episode_steps, vector_mode,
                             model.action_scaling)
         self.gamma, self.lambda_ = gamma, lambda_
         self.model = actor_critic(*self.loop.spaces(), model)

@@ -126,11 +126,10 @@ def test_every_algorithms_sampler_truncates_episodes(role):
     else:
         loop = ApexActor("distrl_user_envs:Endless", 2, model, True, [0.1, 0.2], 0.99, 3, 0,
                          False, max_episode_steps=5).loop
-    steps = [loop._step(_Constant(), None) for _ in range(12)]
-    terminated, truncated = [s[3] for s in steps], [s[4] for s in steps]
-    assert not np.any(terminated)
+    traj = loop.collect(_Constant(), 10, None)
+    assert not np.any(traj.terminated)
     # Steps 5 and 11 end an episode (the step between is NEXT_STEP's reset step).
-    assert [int(t.all()) for t in truncated] == [0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0]
+    assert [int(t.all()) for t in traj.truncated] == [0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1]
 
 
 class _Constant:

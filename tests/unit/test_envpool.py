@@ -1,5 +1,6 @@
 """EnvPool envs behind the vector interface the samplers use: NEXT_STEP resets,
-uint8 Atari frames end to end, clipped rewards with the game's score reported."""
+uint8 Atari frames end to end, clipped rewards with the game's score reported; and
+double-buffered sampling over two pools (--vector-mode async)."""
 
 import numpy as np
 import pytest
@@ -7,9 +8,14 @@ import torch
 
 pytest.importorskip("envpool")
 
+from distrl import ApexConfig, ModelConfig, PPOConfig, RunConfig, train_apex, train_ppo
+from distrl.apex.roles import ApexActor
 from distrl.core.envpool_vec import EnvPoolVector
 from distrl.core.envs import make_vec_env
-from distrl.core.sampling import EnvLoop
+from distrl.core.sampling import DoubleBuffered, EnvLoop, make_loop
+from distrl.core.sequences import unroll_rows
+from distrl.core.types import PPOBatch
+from distrl.ppo.env_runner import EnvRunner
 
 
 class Left:
@@ -46,7 +52,10 @@ class FakePool:
     def __init__(self):
         self.t = 0
 
-    def step(self, actions):
+    def send(self, actions):
+        pass
+
+    def recv(self):
         rewards = [np.array([3.0]), np.array([-2.0]), np.array([0.0])][self.t]
         done = np.array([self.t == 1])
         self.t += 1
@@ -68,3 +77,96 @@ def test_atari_rewards_are_clipped_and_the_score_reported():
 def test_an_unknown_task_is_one_line_naming_how_to_list_them():
     with pytest.raises(ValueError, match=r"EnvPool has no task 'Pongg-v5'.*list_all_envs"):
         make_vec_env("envpool:Pongg-v5", 1)
+
+
+class Lean:
+    """Pushes the cart toward the pole's lean (episodes of tens of steps); records, per
+    call, which envs it acted for and whether the other half's step was in flight."""
+
+    def __init__(self, in_flight=None):
+        self.in_flight, self.calls = in_flight, []
+
+    def act(self, obs, generator, context):
+        other = 1 - (context.rows.start or 0) // max(len(obs), 1)
+        self.calls.append((context.rows, self.in_flight[other] if self.in_flight else None))
+        return (obs[:, 2] > 0).long(), {"cart": obs[:, 0]}
+
+
+def test_double_buffered_halves_sample_what_one_pool_of_all_envs_does():
+    one = EnvLoop("envpool:CartPole-v1", 4, seed=3).collect(Lean(), 100, None)
+    policy = Lean()
+    two = DoubleBuffered("envpool:CartPole-v1", 4, seed=3).collect(policy, 100, None)
+    for field in ("obs", "actions", "rewards", "terminated", "truncated", "valid", "next_obs"):
+        np.testing.assert_array_equal(getattr(two, field), getattr(one, field), err_msg=field)
+    np.testing.assert_array_equal(two.extras["cart"], one.extras["cart"])
+    assert two.steps_per_env == one.steps_per_env == 100
+    assert set(one.episode_envs.tolist()) == {0, 1, 2, 3}  # episodes ended in every env
+
+    def episodes(t):
+        return sorted(zip(t.episode_envs.tolist(), t.episode_returns.tolist(),
+                          t.episode_lengths.tolist(), strict=True))
+
+    assert episodes(two) == episodes(one)
+    assert {(c[0].start, c[0].stop) for c in policy.calls} == {(0, 2), (2, 4)}
+
+
+def test_one_half_steps_while_the_policy_acts_on_the_other():
+    loop = DoubleBuffered("envpool:CartPole-v1", 4, seed=0)
+    in_flight = [False, False]
+    for k, half in enumerate(loop.halves):
+        send, recv = half.envs.step_async, half.envs.step_wait
+
+        def step_async(actions, k=k, send=send):
+            in_flight[k] = True
+            send(actions)
+
+        def step_wait(k=k, recv=recv):
+            in_flight[k] = False
+            return recv()
+
+        half.envs.step_async, half.envs.step_wait = step_async, step_wait
+    policy = Lean(in_flight)
+    loop.collect(policy, 20, None)
+    loop.collect(policy, 20, None)
+    # Every act but the first of each collect call finds the other half stepping.
+    overlapped = [busy for _, busy in policy.calls]
+    assert overlapped.count(False) == 2 and len(overlapped) >= 80
+    assert not overlapped[0] and overlapped[1]
+
+
+def test_double_buffering_needs_an_even_number_of_envs():
+    run = RunConfig(env="envpool:CartPole-v1", vector_mode="async")
+    with pytest.raises(ValueError, match=r"two halves of each runner's envs in turns: "
+                                         r"num_envs_per_env_runner \(3\) must be even"):
+        train_ppo(PPOConfig(num_env_runners=0, num_envs_per_env_runner=3,
+                            train_batch_size=96, minibatch_size=32), run)
+    with pytest.raises(ValueError, match=r"num_envs_per_worker \(3\) must be even"):
+        train_apex(ApexConfig(num_envs_per_worker=3), run)
+    with pytest.raises(ValueError, match=r"two halves.*\(3\) must be even"):
+        make_loop("envpool:CartPole-v1", 3, 0, vector_mode="async")
+    assert isinstance(make_loop("envpool:CartPole-v1", 2, 0, vector_mode="async"),
+                      DoubleBuffered)
+    assert isinstance(make_loop("envpool:CartPole-v1", 3, 0), EnvLoop)
+
+
+def test_an_lstm_carries_each_halfs_state_and_replays_what_it_sampled():
+    """Replaying the rollout's sequences from their stored states gives the outputs the
+    sampler acted with, on both halves: each half's state is its own envs'."""
+    model = ModelConfig(hiddens=(16,), use_lstm=True, lstm_cell_size=8, max_seq_len=5)
+    runner = EnvRunner("envpool:CartPole-v1", 4, model, 0.99, 0.95, 0, vector_mode="async")
+    rollout = runner.sample(30)
+    assert np.abs(rollout.state_in).sum() > 0
+    batch = PPOBatch.from_rollout(rollout)
+    with torch.no_grad():
+        dist_inputs, values, rows = unroll_rows(runner.model, batch)
+    torch.testing.assert_close(dist_inputs, batch.dist_inputs[rows], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(values, batch.values[rows], rtol=1e-5, atol=1e-5)
+
+
+def test_ape_x_actors_explore_with_each_halfs_own_epsilons():
+    actor = ApexActor("envpool:CartPole-v1", 4, ModelConfig(hiddens=(8,)), True,
+                      [0.0, 0.0, 1.0, 1.0], 0.99, 3, 0, False, vector_mode="async")
+    traj = actor.loop.collect(actor.policy, 200, actor.generator)
+    greedy = traj.actions == traj.extras["q"].argmax(-1)
+    assert greedy[:, :2].all()  # epsilon 0
+    assert 0.3 < greedy[:, 2:].mean() < 0.7  # epsilon 1: random of 2 actions
