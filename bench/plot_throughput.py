@@ -22,9 +22,12 @@ from _plot import save
 HERE = Path(__file__).parent
 LABELS = {  # bench/throughput.py's system names, as a reader says them
     "sampler": "distrl sampler, in process",
+    "sampler_async": "distrl sampler, in process, double-buffered",
     "sampler_ray2": "distrl sampler, 2 Ray runners",
+    "sampler_async_ray2": "distrl sampler, 2 Ray runners, double-buffered",
     "apex_ray2": "Ape-X actors, 2 Ray runners",
     "appo_ray2": "APPO end to end, 2 Ray runners",
+    "appo_async_ray2": "APPO end to end, 2 Ray runners, double-buffered",
     "ppo_overlap_ray2": "PPO --overlap, 2 Ray runners",
     "ppo_ray2": "PPO end to end, 2 Ray runners",
 }

@@ -9,6 +9,7 @@ autoreset spends one step per finished episode on the reset; those rows are inva
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -230,14 +231,19 @@ class DoubleBuffered:
     one pool of all the envs (EnvPool seeds env i with seed + i); the policy sees each
     half on its own, with ``context.envs`` saying which envs they are."""
 
-    def __init__(self, env: EnvSpec, num_envs: int, seed: int, *args: Any, **kwargs: Any):
+    def __init__(self, env: EnvSpec, num_envs: int, seed: int,
+                 env_config: dict[str, Any] | None = None, *args: Any):
         if num_envs < 2 or num_envs % 2:
             raise ValueError(f"`vector_mode='async'` on {env_name(env)!r} steps two halves "
                              f"of the envs in turns: the number of envs ({num_envs}) must be "
                              "even.")
         half = num_envs // 2
-        self.halves = (EnvLoop(env, half, seed, *args, **kwargs),
-                       EnvLoop(env, half, seed + half, *args, **kwargs))
+        # Half the threads one pool of all the envs would have (EnvPool's default: one per
+        # env, at most the cores) for each: the two pools step in turns, not together.
+        threads = max(1, min(num_envs, os.cpu_count() or 1) // 2)
+        env_config = {"num_threads": threads, **(env_config or {})}
+        self.halves = (EnvLoop(env, half, seed, env_config, *args),
+                       EnvLoop(env, half, seed + half, env_config, *args))
         for k, loop in enumerate(self.halves):
             loop.context = replace(loop.context, envs=slice(k * half, (k + 1) * half))
         self.num_envs, self.obs_dtype = num_envs, self.halves[0].obs_dtype

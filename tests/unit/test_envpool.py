@@ -2,6 +2,8 @@
 uint8 Atari frames end to end, clipped rewards with the game's score reported; and
 double-buffered sampling over two pools (--vector-mode async)."""
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -170,3 +172,13 @@ def test_ape_x_actors_explore_with_each_halfs_own_epsilons():
     greedy = traj.actions == traj.extras["q"].argmax(-1)
     assert greedy[:, :2].all()  # epsilon 0
     assert 0.3 < greedy[:, 2:].mean() < 0.7  # epsilon 1: random of 2 actions
+
+
+def test_each_half_gets_half_the_threads_unless_the_env_config_says():
+    """The two pools step in turns: each takes half the threads one pool of all the envs
+    would (EnvPool's default: one per env, at most the cores); a user's own wins."""
+    loop = DoubleBuffered("envpool:CartPole-v1", 4, seed=0)
+    expected = max(1, min(4, os.cpu_count()) // 2)
+    assert [h.envs.options["num_threads"] for h in loop.halves] == [expected, expected]
+    loop = DoubleBuffered("envpool:CartPole-v1", 4, seed=0, env_config={"num_threads": 3})
+    assert [h.envs.options["num_threads"] for h in loop.halves] == [3, 3]
