@@ -15,9 +15,8 @@ from distrl.apex.roles import ApexActor
 from distrl.core.envpool_vec import EnvPoolVector
 from distrl.core.envs import make_vec_env
 from distrl.core.sampling import DoubleBuffered, EnvLoop, make_loop
-from distrl.core.sequences import unroll_rows
-from distrl.core.types import PPOBatch
 from distrl.ppo.env_runner import EnvRunner
+from tests.unit.test_recurrent import assert_replays
 
 
 class Left:
@@ -158,11 +157,7 @@ def test_an_lstm_carries_each_halfs_state_and_replays_what_it_sampled():
     runner = EnvRunner("envpool:CartPole-v1", 4, model, 0.99, 0.95, 0, vector_mode="async")
     rollout = runner.sample(30)
     assert np.abs(rollout.state_in).sum() > 0
-    batch = PPOBatch.from_rollout(rollout)
-    with torch.no_grad():
-        dist_inputs, values, rows = unroll_rows(runner.model, batch)
-    torch.testing.assert_close(dist_inputs, batch.dist_inputs[rows], rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(values, batch.values[rows], rtol=1e-5, atol=1e-5)
+    assert_replays(runner, rollout)
 
 
 def test_ape_x_actors_explore_with_each_halfs_own_epsilons():

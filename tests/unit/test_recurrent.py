@@ -43,6 +43,17 @@ def sample(env, steps=12, num_envs=3, seed=0, model=MODEL):
     return runner, runner.sample(steps)
 
 
+def assert_replays(runner, rollout):
+    """Unrolling the rollout's sequences from their stored states gives the outputs the
+    sampler acted with; returns the rows unrolled."""
+    batch = PPOBatch.from_rollout(rollout)
+    with torch.no_grad():
+        dist_inputs, values, rows = unroll_rows(runner.model, batch)
+    torch.testing.assert_close(dist_inputs, batch.dist_inputs[rows], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(values, batch.values[rows], rtol=1e-5, atol=1e-5)
+    return rows
+
+
 @pytest.mark.parametrize("shared", [False, True])
 def test_stored_states_and_sequences_replay_what_the_sampler_computed(shared):
     """Unrolling the rollout's sequences from their stored states, with the stored
@@ -53,12 +64,8 @@ def test_stored_states_and_sequences_replay_what_the_sampler_computed(shared):
     runner, rollout = sample(lambda: RepeatFirst(length=4), steps=14, model=model)
     assert rollout.state_in.shape[2] == 8 * (1 if shared else 2)
     assert rollout.seq_starts.sum() > 3 * 3  # episodes of 4 and max_seq_len 3 cut often
-    batch = PPOBatch.from_rollout(rollout)
-    with torch.no_grad():
-        dist_inputs, values, rows = unroll_rows(runner.model, batch)
-    torch.testing.assert_close(dist_inputs, batch.dist_inputs[rows], rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(values, batch.values[rows], rtol=1e-5, atol=1e-5)
-    assert sorted(rows.tolist()) == list(range(len(batch)))  # every row once
+    rows = assert_replays(runner, rollout)
+    assert sorted(rows.tolist()) == list(range(len(rollout.actions)))  # every row once
 
 
 def test_continuous_actions_replay_with_the_previous_action_fed_back():
@@ -70,11 +77,7 @@ def test_continuous_actions_replay_with_the_previous_action_fed_back():
         rows = slice(9 * env, 9 * env + 9)
         np.testing.assert_array_equal(rollout.prev_actions[rows][1:], rollout.actions[rows][:-1])
         assert rollout.prev_actions[rows][0] == 0
-    batch = PPOBatch.from_rollout(rollout)
-    with torch.no_grad():
-        dist_inputs, values, rows = unroll_rows(runner.model, batch)
-    torch.testing.assert_close(dist_inputs, batch.dist_inputs[rows], rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(values, batch.values[rows], rtol=1e-5, atol=1e-5)
+    assert_replays(runner, rollout)
 
 
 def test_the_state_is_zero_at_every_episode_start_and_carried_otherwise():
