@@ -281,12 +281,16 @@ class DoubleBuffered:
         return joined(a.trajectory(steps[0], steps_per_env),
                       b.trajectory(steps[1], steps_per_env))
 
-    def get_state(self) -> None:
-        """EnvPool's envs cannot be saved: a resume starts fresh episodes."""
-        return None
+    def get_state(self) -> tuple[bytes, bytes] | None:
+        """Both halves' states, or None where envs cannot be saved (EnvPool's cannot: a
+        resume starts fresh episodes, said once as for one EnvLoop)."""
+        states = tuple(loop.get_state() for loop in self.halves)
+        return None if None in states else states
 
-    def set_state(self, state: bytes | None) -> None:
-        pass
+    def set_state(self, state: tuple[bytes, bytes] | None) -> None:
+        """Trusted input only (see EnvLoop.set_state)."""
+        for loop, saved in zip(self.halves, state or (None, None), strict=True):
+            loop.set_state(saved)
 
     def close(self) -> None:
         for loop in self.halves:

@@ -177,3 +177,11 @@ def test_each_half_gets_half_the_threads_unless_the_env_config_says():
     assert [h.envs.options["num_threads"] for h in loop.halves] == [expected, expected]
     loop = DoubleBuffered("envpool:CartPole-v1", 4, seed=0, env_config={"num_threads": 3})
     assert [h.envs.options["num_threads"] for h in loop.halves] == [3, 3]
+
+
+def test_a_checkpoint_of_double_buffered_envpool_says_a_resume_starts_fresh_episodes():
+    loop = DoubleBuffered("envpool:CartPole-v1", 2, seed=0)
+    with pytest.warns(UserWarning, match="envs cannot be saved.*a resume starts fresh"):
+        assert loop.get_state() is None
+    loop.set_state(None)  # a resume from it: the envs go on as they are
+    assert loop.collect(Lean(), 3, None).obs.shape == (3, 2, 4)
