@@ -345,7 +345,8 @@ def _eval_league(cli: Eval) -> None:
     print(f"{out['policy']}{searching} vs {out['opponent']} over {out['games']} games "
           "(both seats): "
           f"win {out['win_rate']:.3f}, draw {out['draw_rate']:.3f}, loss {out['loss_rate']:.3f}"
-          f" ({out['distinct_games']} distinct games)"
+          f" ({out['distinct_games']} distinct games); win by seat: "
+          + ", ".join(f"{seat} {rate:.3f}" for seat, rate in out["win_rate_by_seat"].items())
           + (f"; NashConv {out['nash_conv']:.4f}" if "nash_conv" in out else ""))
 
 

@@ -155,6 +155,16 @@ def win_draw_loss(results: list[MatchResult], pid: str, opponent: str) -> np.nda
     return counts / max(len(results), 1)
 
 
+def win_rate_by_seat(results: list[MatchResult], pid: str, opponent: str) -> dict[str, float]:
+    """pid's win rate in each seat it played (a first mover's edge shows here)."""
+    seats: dict[str, list[MatchResult]] = {}
+    for r in results:
+        seat = next(agent for agent, p in r.policies.items() if p == pid)
+        seats.setdefault(seat, []).append(r)
+    return {seat: float(win_draw_loss(games, pid, opponent)[0])
+            for seat, games in sorted(seats.items())}
+
+
 def evaluate(checkpoint: str | Path, episodes: int = 10, seed: int = 0,
              env: Any | None = None, env_config: dict[str, Any] | None = None,
              explore: bool = False) -> list[float] | dict[str, Any]:
@@ -182,7 +192,8 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0",
     """Win, draw and loss rates of a saved league's ``policy`` against ``opponent``
     (random, another of its policies, ``mcts:<simulations>``: OpenSpiel's MCTSBot,
     ``module:callable``, a ScriptedPolicy's choose function, or ``run:PATH[@policy=ID]
-    [@search=N]``, a saved game run: games.opponents), half of the games in each seat,
+    [@search=N]``, a saved game run: games.opponents), half of the games in each seat
+    (``win_rate_by_seat`` splits the win rate by them),
     the first ``opening_moves`` moves of each random; how many of the games were
     distinct; for OpenSpiel games whose tree has at most ``nash_conv_max_states``
     histories also the policy's exact NashConv (both seats played by it; not when it
@@ -217,6 +228,7 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0",
     out = {"policy": policy, "opponent": opponent, "games": games,
            "win_rate": float(rates[0]), "draw_rate": float(rates[1]),
            "loss_rate": float(rates[2]),
+           "win_rate_by_seat": win_rate_by_seat(results, policy, opponent),
            "random_opening_moves": opening_moves,
            "distinct_games": len({r.history for r in results}),
            "policy_search": search, "opponent_search": rival.search}

@@ -227,6 +227,13 @@ def test_cli_trains_and_evaluates_a_league(tmp_path):
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["policy"] == "main_0" and result["opponent"] == "random"
     assert result["games"] == 10 and "nash_conv" not in result
+    by_seat = result["win_rate_by_seat"]  # 5 games a seat: their mean is the win rate
+    assert sorted(by_seat) == ["player_0", "player_1"]
+    assert sum(by_seat.values()) / 2 == pytest.approx(result["win_rate"])
+    line = subprocess.run([sys.executable, "-m", "distrl", "eval", logdir, "--episodes", "10"],
+                          check=True, capture_output=True, text=True).stdout
+    assert (f"win by seat: player_0 {by_seat['player_0']:.3f}, player_1 "
+            f"{by_seat['player_1']:.3f}") in line
     bad = subprocess.run([sys.executable, "-m", "distrl", "eval", logdir, "--opponent", "x"],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "no policy 'x'" in bad.stderr
@@ -289,6 +296,8 @@ def test_scripted_opponent_matches_a_naive_game_loop(tmp_path):
     out = evaluate_league(ckpt, policy=right, opponent=left, games=4)
     assert out["win_rate"] == sum(s > 0 for s in scores) / 2
     assert out["draw_rate"] == sum(s == 0 for s in scores) / 2
+    assert out["win_rate_by_seat"] == {"player_0": float(scores[0] > 0),
+                                       "player_1": float(scores[1] > 0)}
     vs_bot = evaluate_league(ckpt, opponent=right, games=10)
     assert vs_bot["opponent"] == right and sum(
         vs_bot[k] for k in ("win_rate", "draw_rate", "loss_rate")) == pytest.approx(1.0)
