@@ -111,6 +111,22 @@ def test_double_buffered_halves_sample_what_one_pool_of_all_envs_does():
     assert {(c[0].start, c[0].stop) for c in policy.calls} == {(0, 2), (2, 4)}
 
 
+def test_preemption_stops_both_halves_where_one_loop_stops():
+    """DD-PPO's stop_early sees the same fewest-valid-steps count after each step."""
+    asked = {"one": [], "two": []}
+
+    def stop(who):
+        return lambda k: asked[who].append(k) or k >= 7
+
+    one = EnvLoop("envpool:CartPole-v1", 4, seed=3).collect(Lean(), 100, None, stop("one"))
+    two = DoubleBuffered("envpool:CartPole-v1", 4, seed=3).collect(Lean(), 100, None,
+                                                                   stop("two"))
+    assert asked["two"] == asked["one"] == list(range(1, 8))
+    assert two.steps_per_env == one.steps_per_env == 7
+    for field in ("obs", "actions", "rewards", "valid", "next_obs"):
+        np.testing.assert_array_equal(getattr(two, field), getattr(one, field), err_msg=field)
+
+
 def test_one_half_steps_while_the_policy_acts_on_the_other():
     loop = DoubleBuffered("envpool:CartPole-v1", 4, seed=0)
     in_flight = [False, False]
