@@ -82,3 +82,27 @@ def test_elo_rates_a_runs_kept_checkpoints_each_as_its_own_player(tmp_path, monk
     assert ("000200", "main_0", f"run:{snap}/000400", 2) in calls  # neighbours: run:PATH
     assert ("000200", "mcts:1000", "mcts:200", 0) in calls  # the bots' own rung
     assert len(calls) == 3 * 3 + 2 + 2
+
+
+def test_search_memory_counts_every_node_array_and_the_trees_kept_for_reuse():
+    import numpy as np
+    import search_memory
+
+    from distrl.games.players import SearchPlayer
+    from tests.unit.test_search_solver import network, observe, position
+
+    player = SearchPlayer(network, 60, c=1.25)
+    peak = {"trees_bytes_max": 0, "kept_bytes_max": 0, "games_side_by_side": 0}
+    choose = search_memory.measured(SearchPlayer.choose, peak)
+    choose(player, [position([4]), position([0])], observe)
+    trees = player.trees
+    arrays = [v for v in vars(trees).values() if isinstance(v, np.ndarray)]
+    arrays += [x for v in vars(trees).values() if isinstance(v, dict) for x in v.values()
+               if isinstance(x, np.ndarray)]
+    assert any(a.shape[:2] == (2, trees.capacity) for a in arrays)  # the node fields count
+    assert peak["trees_bytes_max"] == sum(a.nbytes for a in arrays) == peak["kept_bytes_max"]
+    first = peak["trees_bytes_max"]
+    choose(player, [position([4, 0]), position([0, 4])], observe)
+    # Two calls' trees are kept: their bytes add up.
+    assert peak["kept_bytes_max"] == first + search_memory.nbytes(player.trees)
+    assert peak["games_side_by_side"] == 2
