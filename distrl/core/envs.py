@@ -157,7 +157,8 @@ def make_vec_env(env: EnvSpec, num_envs: int, env_config: dict[str, Any] | None 
     for evaluation). ``max_episode_steps``: every episode is truncated after that many
     steps (gymnasium's TimeLimit). An error raised in the user's env is an EnvError.
     ``vector_mode="async"`` steps each sub-env in a subprocess (VectorMode), for an env
-    whose own stepping is the cost; its errors are EnvErrors too.
+    whose own stepping is the cost; its errors are EnvErrors too. An ``envpool:`` env is
+    one pool in any mode (for "async", sampling.DoubleBuffered makes two of half size).
     """
     try:
         with EnvErrors(env_name(env)), env_config_checked(env, env_config or {}):

@@ -43,7 +43,7 @@ class EnvRunner:
                  normalize_rewards: bool = False, max_episode_steps: int | None = None,
                  vector_mode: VectorMode = "auto", keep_steps: bool = False):
         self.loop = make_loop(env, num_envs, seed, env_config, max_episode_steps, vector_mode,
-                            model.action_scaling)
+                              model.action_scaling)
         self.gamma, self.lambda_ = gamma, lambda_
         self.model = actor_critic(*self.loop.spaces(), model)
         self.model.requires_grad_(False)
