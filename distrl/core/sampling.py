@@ -229,7 +229,9 @@ class DoubleBuffered:
     while the policy acts on one half's observations, the other half's envs step in
     EnvPool's threads (Sample Factory's double-buffered sampling). Same trajectories as
     one pool of all the envs (EnvPool seeds env i with seed + i); the policy sees each
-    half on its own, with ``context.envs`` saying which envs they are."""
+    half on its own, with ``context.envs`` saying which envs they are. Not EnvPool's own
+    async mode (batch_size < num_envs): it returns whichever envs finish first, so a
+    fragment's columns would not each be one env's steps."""
 
     def __init__(self, env: EnvSpec, num_envs: int, seed: int,
                  env_config: dict[str, Any] | None = None, *args: Any):
