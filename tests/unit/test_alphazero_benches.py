@@ -11,6 +11,7 @@ sys.path.append(str(BENCH))  # the benches import their neighbours by name
 
 import alphazero_ladder as ladder_bench  # noqa: E402
 import alphazero_speed as speed_bench  # noqa: E402
+import search_memory  # noqa: E402
 
 
 def test_ladder_names_every_rate_and_plays_each_rung_as_asked(monkeypatch):
@@ -86,7 +87,6 @@ def test_elo_rates_a_runs_kept_checkpoints_each_as_its_own_player(tmp_path, monk
 
 def test_search_memory_counts_every_node_array_and_the_trees_kept_for_reuse():
     import numpy as np
-    import search_memory
 
     from distrl.games.players import SearchPlayer
     from tests.unit.test_search_solver import network, observe, position

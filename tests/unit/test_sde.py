@@ -1,12 +1,11 @@
 """gSDE (ModelConfig.sde_sample_freq): held noise, its Gaussian, the features it maps."""
 
-from types import SimpleNamespace
-
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
+from distrl.core.sampling import StepContext
 from distrl.models.config import ModelConfig
 from distrl.models.distributions import DiagGaussian, SDENoise, sde_log_std
 from distrl.models.recurrent import LSTMActor, actor_critic
@@ -81,8 +80,8 @@ def test_a_recurrent_policy_maps_its_lstm_outputs():
     cfg = ModelConfig(hiddens=(16,), use_lstm=True, lstm_cell_size=8, sde_sample_freq=4)
     model = actor_critic(OBS, ACT, cfg)
     assert model.log_std.shape == (8, 2)
-    ctx = SimpleNamespace(first=np.ones(5, bool), prev_actions=np.zeros((5, 2), np.float32),
-                          prev_rewards=np.zeros(5, np.float32))
+    ctx = StepContext(first=np.ones(5, bool), prev_actions=np.zeros((5, 2), np.float32),
+                      prev_rewards=np.zeros(5, np.float32))
     actions, extras = LSTMActor(model, 5).act(torch.randn(5, 3), torch.Generator(), ctx)
     assert actions.shape == (5, 2) and model.sde_latent.shape == (1, 5, 8)
     torch.testing.assert_close(extras["dist_inputs"][:, 2:],
