@@ -227,9 +227,10 @@ class EnvLoop:
 class DoubleBuffered:
     """An EnvLoop's interface over two EnvPools of half the envs each, stepped in turns:
     while the policy acts on one half's observations, the other half's envs step in
-    EnvPool's threads (Sample Factory's double-buffered sampling). Same trajectories as
-    one pool of all the envs (EnvPool seeds env i with seed + i); the policy sees each
-    half on its own, with ``context.envs`` saying which envs they are. Not EnvPool's own
+    EnvPool's threads (Sample Factory's double-buffered sampling). The envs are those of
+    one pool of all of them (EnvPool seeds env i with seed + i): a deterministic policy
+    samples the same trajectories, a stochastic one draws in two batches. The policy sees
+    each half on its own, with ``context.envs`` saying which envs they are. Not EnvPool's own
     async mode (batch_size < num_envs): it returns whichever envs finish first, so a
     fragment's columns would not each be one env's steps."""
 

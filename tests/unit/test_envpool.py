@@ -201,3 +201,11 @@ def test_a_checkpoint_of_double_buffered_envpool_says_a_resume_starts_fresh_epis
         assert loop.get_state() is None
     loop.set_state(None)  # a resume from it: the envs go on as they are
     assert loop.collect(Lean(), 3, None).obs.shape == (3, 2, 4)
+
+
+def test_making_a_pool_says_nothing_of_its_float64_bounds():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # gymnasium's "precision lowered" would raise here
+        EnvPoolVector("envpool:CartPole-v1", 2).close()
