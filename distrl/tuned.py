@@ -127,6 +127,7 @@ TUNED: dict[str, Tuned] = {
     # 124k-192k env steps (71-109 s in-process on the reference machine); seed 0 had 911
     # at 300k. bench/ppo_mujoco.py, seeds 0-2 at 300k: median 1,917 vs SB3's 1,003.
     # rl-zoo's SB3 settings in our PPO collapsed after ~110k steps here (829 -> 17).
+    # At 1M (seeds 0-2) mean-100 2,529 / 2,489 / 3,194; TIANSHOU_PPO there: 1,861 / 2,237.
     "hopper": Tuned(env="Hopper-v5", config=MUJOCO_PPO, num_envs=4, stop_return=1_000.0,
                     env_step_budget=300_000),
     # Walker2d, Ant and Humanoid at the 1M-step budget of the published tables, with
