@@ -1,7 +1,10 @@
 """Env steps and wall-clock seconds from the start of training to a task's threshold
 (mean return of the last 100 episodes), distrl's LSTM PPO in-process against
-SB3-contrib's RecurrentPPO with rl-zoo3's settings, and distrl's feed-forward PPO with
-the same budget (which must not get there: the tasks need memory).
+SB3-contrib's RecurrentPPO with rl-zoo3's settings, distrl's feed-forward PPO with
+the same budget (which must not get there: the tasks need memory), and the tuned entry on
+the task's full-state twin (``distrl_full_state``: CartPole-v1 and Pendulum-v1 with their
+velocities, same threshold and budget): what the recipe reaches when nothing needs
+remembering, the ceiling for the memory task.
 
 Tasks (``--task``):
 - ``stateless_cartpole``: CartPole-v1 without velocities to 500 in 100k env steps
@@ -30,7 +33,9 @@ from pathlib import Path
 from _trials import cli, column, per_seed, sb3_stop_at
 
 OUT = Path(__file__).parent / "out"
-SYSTEMS = ("sb3", "distrl", "distrl_feedforward")
+SYSTEMS = ("sb3", "distrl", "distrl_feedforward", "distrl_full_state")
+# The env each memory task hides its velocities from.
+FULL_STATE = {"stateless_cartpole": "CartPole-v1", "pendulum_novel": "Pendulum-v1"}
 TASKS = ("stateless_cartpole", "pendulum_novel", "repeat_after")
 REPEAT_AFTER = "distrl.core.memory_tasks:RepeatAfter"
 STACK = 4  # the feed-forward control's frame stack on repeat_after
@@ -52,8 +57,9 @@ def repeat_after_config(k: int, budget: int):
                           lstm_cell_size=64, max_seq_len=k + 1))
 
 
-def task_setup(task: str, k: int, budget: int | None, lstm: bool):
-    """(config, env, env_config, threshold, budget) of one distrl trial."""
+def task_setup(task: str, k: int, budget: int | None, lstm: bool, full_state: bool = False):
+    """(config, env, env_config, threshold, budget) of one distrl trial; ``full_state``:
+    the tuned entry on the env with its velocities."""
     from distrl.tuned import tuned
 
     if task == "repeat_after":
@@ -64,13 +70,15 @@ def task_setup(task: str, k: int, budget: int | None, lstm: bool):
         t = tuned(task)
         config, env, env_config, target = t.for_runners(0), t.env, {}, t.stop_return
         budget = budget or t.env_step_budget
+        if full_state:
+            env = FULL_STATE[task]
     if not lstm:
         config = replace(config, model=replace(config.model, use_lstm=False))
     return config, env, env_config, target, budget
 
 
 def run_distrl(task: str, seed: int, lstm: bool, k: int, budget: int | None,
-               logdir: Path) -> dict:
+               logdir: Path, full_state: bool = False) -> dict:
     import numpy as np
 
     from distrl import RunConfig, train_ppo
@@ -78,7 +86,7 @@ def run_distrl(task: str, seed: int, lstm: bool, k: int, budget: int | None,
     from distrl.core.metrics import read_jsonl
 
     shutil.rmtree(logdir, ignore_errors=True)  # metrics.jsonl appends: start clean
-    config, env, env_config, target, budget = task_setup(task, k, budget, lstm)
+    config, env, env_config, target, budget = task_setup(task, k, budget, lstm, full_state)
     r = train_ppo(config, RunConfig(env=env, env_config=env_config, seed=seed,
                                     stop_return=target, max_env_steps=budget,
                                     logdir=str(logdir), progress=False))
@@ -153,9 +161,13 @@ def one(system: str, seed: int, threads: int, task: str, k: int, budget: int) ->
     budget = budget or None
     if system == "sb3":
         result = run_sb3(task, seed, budget)
+    elif system == "distrl_full_state" and task not in FULL_STATE:
+        result = {"reached": False, "skipped": "no full-state twin", "train_s": None,
+                  "env_steps": None, "curve": []}
     else:
         logdir = OUT / f"runs/lstm_{task}_{system}_{seed}"
-        result = run_distrl(task, seed, system == "distrl", k, budget, logdir)
+        result = run_distrl(task, seed, system != "distrl_feedforward", k, budget, logdir,
+                            system == "distrl_full_state")
     return {"system": system, "seed": seed, "threads": threads, "task": task,
             "k": k if task == "repeat_after" else None, **result}
 
