@@ -4,7 +4,8 @@ SB3-contrib's RecurrentPPO with rl-zoo3's settings, distrl's feed-forward PPO wi
 the same budget (which must not get there: the tasks need memory), and the tuned entry on
 the task's full-state twin (``distrl_full_state``: CartPole-v1 and Pendulum-v1 with their
 velocities, same threshold and budget): what the recipe reaches when nothing needs
-remembering, the ceiling for the memory task.
+remembering; and ``distrl_full_state_tuned``, that env's own tuned entry (``cartpole``,
+``pendulum``) with the same threshold and budget: what distrl's PPO reaches there at best.
 
 Tasks (``--task``):
 - ``stateless_cartpole``: CartPole-v1 without velocities to 500 in 100k env steps
@@ -33,9 +34,12 @@ from pathlib import Path
 from _trials import cli, column, per_seed, sb3_stop_at
 
 OUT = Path(__file__).parent / "out"
-SYSTEMS = ("sb3", "distrl", "distrl_feedforward", "distrl_full_state")
-# The env each memory task hides its velocities from.
-FULL_STATE = {"stateless_cartpole": "CartPole-v1", "pendulum_novel": "Pendulum-v1"}
+SYSTEMS = ("sb3", "distrl", "distrl_feedforward", "distrl_full_state",
+           "distrl_full_state_tuned")
+# The env each memory task hides its velocities from, and that env's own tuned entry.
+FULL_STATE = {"stateless_cartpole": ("CartPole-v1", "cartpole"),
+              "pendulum_novel": ("Pendulum-v1", "pendulum")}
+FULL_STATE_RECIPE = {"distrl_full_state": "same", "distrl_full_state_tuned": "tuned"}
 TASKS = ("stateless_cartpole", "pendulum_novel", "repeat_after")
 REPEAT_AFTER = "distrl.core.memory_tasks:RepeatAfter"
 STACK = 4  # the feed-forward control's frame stack on repeat_after
@@ -57,9 +61,10 @@ def repeat_after_config(k: int, budget: int):
                           lstm_cell_size=64, max_seq_len=k + 1))
 
 
-def task_setup(task: str, k: int, budget: int | None, lstm: bool, full_state: bool = False):
+def task_setup(task: str, k: int, budget: int | None, lstm: bool, full_state: str = ""):
     """(config, env, env_config, threshold, budget) of one distrl trial; ``full_state``:
-    the tuned entry on the env with its velocities."""
+    on the env with its velocities, with the task's tuned entry ("same") or that env's
+    own ("tuned", feed-forward as tuned)."""
     from distrl.tuned import tuned
 
     if task == "repeat_after":
@@ -71,14 +76,16 @@ def task_setup(task: str, k: int, budget: int | None, lstm: bool, full_state: bo
         config, env, env_config, target = t.for_runners(0), t.env, {}, t.stop_return
         budget = budget or t.env_step_budget
         if full_state:
-            env = FULL_STATE[task]
+            env, own = FULL_STATE[task]
+            if full_state == "tuned":
+                config = tuned(own).for_runners(0)
     if not lstm:
         config = replace(config, model=replace(config.model, use_lstm=False))
     return config, env, env_config, target, budget
 
 
 def run_distrl(task: str, seed: int, lstm: bool, k: int, budget: int | None,
-               logdir: Path, full_state: bool = False) -> dict:
+               logdir: Path, full_state: str = "") -> dict:
     import numpy as np
 
     from distrl import RunConfig, train_ppo
@@ -161,13 +168,13 @@ def one(system: str, seed: int, threads: int, task: str, k: int, budget: int) ->
     budget = budget or None
     if system == "sb3":
         result = run_sb3(task, seed, budget)
-    elif system == "distrl_full_state" and task not in FULL_STATE:
+    elif system in FULL_STATE_RECIPE and task not in FULL_STATE:
         result = {"reached": False, "skipped": "no full-state twin", "train_s": None,
                   "env_steps": None, "curve": []}
     else:
         logdir = OUT / f"runs/lstm_{task}_{system}_{seed}"
         result = run_distrl(task, seed, system != "distrl_feedforward", k, budget, logdir,
-                            system == "distrl_full_state")
+                            FULL_STATE_RECIPE.get(system, ""))
     return {"system": system, "seed": seed, "threads": threads, "task": task,
             "k": k if task == "repeat_after" else None, **result}
 

@@ -14,12 +14,14 @@ import ppo_lstm  # noqa: E402
 
 from distrl.tuned import tuned  # noqa: E402
 
+FULL = [("stateless_cartpole", "CartPole-v1", "cartpole"),
+        ("pendulum_novel", "Pendulum-v1", "pendulum")]
 
-@pytest.mark.parametrize("task, full_env", [("stateless_cartpole", "CartPole-v1"),
-                                            ("pendulum_novel", "Pendulum-v1")])
-def test_full_state_control_changes_the_env_alone(task, full_env):
+
+@pytest.mark.parametrize("task, full_env, _", FULL)
+def test_full_state_control_changes_the_env_alone(task, full_env, _):
     entry = tuned(task)
-    config, env, _, target, budget = ppo_lstm.task_setup(task, 0, None, True, True)
+    config, env, _, target, budget = ppo_lstm.task_setup(task, 0, None, True, "same")
     assert env == full_env
     assert (config, target, budget) == (entry.for_runners(0), entry.stop_return,
                                         entry.env_step_budget)
@@ -28,12 +30,21 @@ def test_full_state_control_changes_the_env_alone(task, full_env):
     assert memory[0] == config
 
 
+@pytest.mark.parametrize("task, full_env, own", FULL)
+def test_full_state_tuned_runs_that_envs_own_entry_to_the_tasks_bar(task, full_env, own):
+    config, env, _, target, budget = ppo_lstm.task_setup(task, 0, None, True, "tuned")
+    assert (env, config) == (full_env, tuned(own).for_runners(0))
+    assert not config.model.use_lstm  # feed-forward, as that entry is tuned
+    assert (target, budget) == (tuned(task).stop_return, tuned(task).env_step_budget)
+
+
 def test_feedforward_control_drops_the_lstm_on_the_memory_task():
     config, env, *_ = ppo_lstm.task_setup("stateless_cartpole", 0, None, False)
     assert env == tuned("stateless_cartpole").env
     assert not config.model.use_lstm
 
 
-def test_full_state_trial_is_skipped_where_there_is_no_twin():
-    out = ppo_lstm.one("distrl_full_state", 0, 1, "repeat_after", 4, 0)
+@pytest.mark.parametrize("system", ["distrl_full_state", "distrl_full_state_tuned"])
+def test_full_state_trial_is_skipped_where_there_is_no_twin(system):
+    out = ppo_lstm.one(system, 0, 1, "repeat_after", 4, 0)
     assert out["skipped"] == "no full-state twin" and out["train_s"] is None
