@@ -5,7 +5,8 @@ TUNED_APPO for APPO), in process and on 2 Ray env runners.
 
 Every trial runs in a fresh subprocess, interleaved by seed so that machine noise hits
 all four alike; Ray's start-up is reported apart from the training time. Prints one JSON
-line per trial, then the summary as the last line: each system's median, and
+line per trial, then the summary as the last line: each system's median (time, env steps,
+the share of the time its learner spent updating, and its seconds per 100k env steps), and
 ``appo_to_ppo_wall_time`` (median APPO time / median PPO time on 2 Ray runners; the
 in-process ratio beside it). Curves go to bench/out/appo_vs_ppo_curves.json.
 
@@ -39,11 +40,14 @@ def run(task: str, algo: str, seed: int, runners: int, max_steps: int, logdir: P
         logdir=str(logdir), progress=False))
     wall = time.perf_counter() - t0
     rows = read_jsonl(logdir / "metrics.jsonl")
+    learn_s = sum(x["time/learn_s"] for x in rows)  # what no overlap can hide
     return {
         "reached": r["stopped_by"] == "stop_return", "train_s": r["time/total_s"],
         "env_steps": r["env/steps_total"], "iterations": r["iteration"],
         "ray_start_s": r["ray_start_s"], "setup_s": wall - r["time/total_s"] - r["ray_start_s"],
         "policy_lag_mean": statistics.fmean(x.get("learner/policy_lag", 0.0) for x in rows),
+        "learn_share": learn_s / r["time/total_s"],
+        "learn_s_per_100k_steps": learn_s / r["env/steps_total"] * 1e5,
         "curve": [(x["time/total_s"], x["env/episode_return_mean"]) for x in rows],
     }
 
@@ -64,6 +68,8 @@ def summary(trials: list[dict]) -> dict:
     return {
         **{f"{s}_median_s": med[s] for s in SYSTEMS},
         **{f"{s}_median_env_steps": steps[s] for s in SYSTEMS},
+        **{f"{s}_median_{k}": statistics.median(column(trials, s, k)) for s in SYSTEMS
+           for k in ("learn_share", "learn_s_per_100k_steps")},
         "appo_to_ppo_wall_time": med["appo_ray2"] / med["ppo_ray2"],
         "appo_to_ppo_wall_time_in_process": med["appo"] / med["ppo"],
         "all_reached": all(t["reached"] for t in trials),
