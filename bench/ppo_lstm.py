@@ -136,15 +136,19 @@ def sb3_model(task: str, seed: int):
                            enable_critic_lstm=True, net_arch=dict(pi=[64], vf=[64])))
 
 
+def skipped(why: str) -> dict:
+    """A trial that does not run (the summary leaves its system out)."""
+    return {"reached": False, "skipped": why, "train_s": None, "env_steps": None, "curve": []}
+
+
 def run_sb3(task: str, seed: int, budget: int | None) -> dict:
+    if task == "repeat_after":
+        return skipped("rl-zoo has no settings for it")
     import numpy as np
     from stable_baselines3.common.evaluation import evaluate_policy
 
     from distrl.tuned import tuned
 
-    if task == "repeat_after":
-        return {"reached": False, "skipped": "rl-zoo has no settings for it",
-                "train_s": None, "env_steps": None, "curve": []}
     t = tuned(task)
     budget = budget or t.env_step_budget
     model = sb3_model(task, seed)
@@ -169,8 +173,7 @@ def one(system: str, seed: int, threads: int, task: str, k: int, budget: int) ->
     if system == "sb3":
         result = run_sb3(task, seed, budget)
     elif system in FULL_STATE_RECIPE and task not in FULL_STATE:
-        result = {"reached": False, "skipped": "no full-state twin", "train_s": None,
-                  "env_steps": None, "curve": []}
+        result = skipped("no full-state twin")
     else:
         logdir = OUT / f"runs/lstm_{task}_{system}_{seed}"
         result = run_distrl(task, seed, system != "distrl_feedforward", k, budget, logdir,
