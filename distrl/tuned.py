@@ -232,8 +232,8 @@ TUNED_APPO: dict[str, Tuned] = {
     # batch lags about one update) and the ratio clipped around the learner's policy:
     # around the sampler's, half of each batch was clipped and seed 1 had 528 at 300k;
     # around the learner's it reached 1,000 at 217k on 2 Ray runners (160 s; PPO 124 s).
-    # 5 epochs (the learner bounds the pace, so samples are cheaper than passes): seeds
-    # 0 / 1 reached 1,000 in 72 / 81 s, seed 2 stalled near 500 (534 at 300k).
+    # 5 epochs (the learner bounds the pace, so samples are cheaper than passes), seeds
+    # 0-4: 72 / 81 s, stalled (534 at 300k), stalled, 145 s: median 145 s, PPO's 132 s.
     "hopper": Tuned(
         env="Hopper-v5",
         config=APPOConfig(**{f.name: getattr(MUJOCO_PPO, f.name) for f in fields(PPOConfig)},
