@@ -1,14 +1,18 @@
 """APPO against PPO on the same runners: seconds of training (and env steps) from the
 start to a tuned task's threshold (a mean-100 return of 475 on CartPole-v1, 1,000 on
 Hopper-v5), each with its tuned entry of that name (distrl/tuned.py: TUNED for PPO,
-TUNED_APPO for APPO), in process and on 2 Ray env runners.
+TUNED_APPO for APPO), in process and on 2 Ray env runners; and PPO with ``overlap`` on
+2 Ray runners (its runners sample the next batch while the learner trains: the same one
+update of lag as APPO's, without V-trace), which tells what the lag costs from what
+V-trace does about it.
 
 Every trial runs in a fresh subprocess, interleaved by seed so that machine noise hits
-all four alike; Ray's start-up is reported apart from the training time. Prints one JSON
+all of them alike; Ray's start-up is reported apart from the training time. Prints one JSON
 line per trial, then the summary as the last line: each system's median (time, env steps,
 the share of the time its learner spent updating, and its seconds per 100k env steps), and
 ``appo_to_ppo_wall_time`` (median APPO time / median PPO time on 2 Ray runners; the
-in-process ratio beside it). Curves go to bench/out/appo_vs_ppo_curves.json.
+in-process ratio beside it, and ``ppo_overlap_to_ppo_wall_time``). Curves go to
+bench/out/appo_vs_ppo_curves.json.
 
     python bench/appo_vs_ppo.py [--task cartpole|hopper] [--seeds 0 1 2] [--max-steps N]
 """
@@ -23,10 +27,13 @@ from pathlib import Path
 from _trials import cli, column, per_seed
 
 OUT = Path(__file__).parent / "out"
-SYSTEMS = ("ppo", "appo", "ppo_ray2", "appo_ray2")
+SYSTEMS = ("ppo", "appo", "ppo_ray2", "appo_ray2", "ppo_overlap_ray2")
 
 
-def run(task: str, algo: str, seed: int, runners: int, max_steps: int, logdir: Path) -> dict:
+def run(task: str, algo: str, seed: int, runners: int, max_steps: int, logdir: Path,
+        overlap: bool = False) -> dict:
+    from dataclasses import replace
+
     from distrl import RunConfig
     from distrl.core.metrics import read_jsonl
     from distrl.registry import ALGORITHMS
@@ -34,8 +41,10 @@ def run(task: str, algo: str, seed: int, runners: int, max_steps: int, logdir: P
 
     shutil.rmtree(logdir, ignore_errors=True)  # metrics.jsonl appends: start clean
     t = tuned(task, algo)
-    t0 = time.perf_counter()  # the entry's sub-envs in total, in process or split over 2
-    r = ALGORITHMS[algo].train()(t.for_runners(runners), RunConfig(
+    config = t.for_runners(runners)  # the entry's sub-envs in total, in process or over 2
+    config = replace(config, overlap=True) if overlap else config
+    t0 = time.perf_counter()
+    r = ALGORITHMS[algo].train()(config, RunConfig(
         env=t.env, seed=seed, stop_return=t.stop_return, max_env_steps=max_steps,
         logdir=str(logdir), progress=False))
     wall = time.perf_counter() - t0
@@ -56,9 +65,9 @@ def one(system: str, seed: int, task: str, max_steps: int, threads: int) -> dict
     import torch
 
     torch.set_num_threads(threads)
-    algo, _, where = system.partition("_")
-    result = run(task, algo, seed, 2 if where == "ray2" else 0, max_steps,
-                 OUT / f"runs/appo_vs_ppo_{task}_{system}_{seed}")
+    algo = system.split("_")[0]
+    result = run(task, algo, seed, 2 if system.endswith("_ray2") else 0, max_steps,
+                 OUT / f"runs/appo_vs_ppo_{task}_{system}_{seed}", "_overlap" in system)
     return {"system": system, "seed": seed, "task": task, "threads": threads, **result}
 
 
@@ -72,6 +81,7 @@ def summary(trials: list[dict]) -> dict:
            for k in ("learn_share", "learn_s_per_100k_steps")},
         "appo_to_ppo_wall_time": med["appo_ray2"] / med["ppo_ray2"],
         "appo_to_ppo_wall_time_in_process": med["appo"] / med["ppo"],
+        "ppo_overlap_to_ppo_wall_time": med["ppo_overlap_ray2"] / med["ppo_ray2"],
         "all_reached": all(t["reached"] for t in trials),
         "ray_start_s": column(trials, "appo_ray2", "ray_start_s")
                        + column(trials, "ppo_ray2", "ray_start_s"),
