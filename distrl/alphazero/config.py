@@ -54,6 +54,10 @@ class AlphaZeroConfig:
     updates_per_move * train_batch_size / num_games uses of each position)."""
     replay_capacity: int = 200_000
     """Positions kept (oldest dropped first)."""
+    average_positions: bool = False
+    """Learn each sampled position towards the mean policy and value target of every
+    replay row holding the same observation (AlphaZero.jl's position averaging: an
+    opening played in many games gets the mean of their outcomes, not each one's)."""
     learning_starts: int = 2_048
     """Positions in the replay before the first gradient step."""
     mirror: bool = False

@@ -81,32 +81,49 @@ def _marks_mover(obs: np.ndarray, players: np.ndarray) -> bool:
 class Replay:
     """The newest ``capacity`` positions: observation, search policy, value target for
     the player to move (``outcome``: the game's, mixed with the search's by
-    value_target_mix), as a ring of numpy arrays."""
+    value_target_mix), as a ring of numpy arrays. With ``average`` a sampled position's
+    targets are the means over every row of the ring that holds the same observation
+    (PositionMeans)."""
 
     def __init__(self, capacity: int, obs_shape: tuple[int, ...], num_actions: int,
-                 obs_dtype: Any = np.float32):
+                 obs_dtype: Any = np.float32, average: bool = False):
         # In the env's own dtype: connect four's int8 planes take a quarter of float32's.
         self.obs = np.zeros((capacity, *obs_shape), obs_dtype)
         self.policy = np.zeros((capacity, num_actions), np.float32)
         self.outcome = np.zeros(capacity, np.float32)
         self.size = self.next = 0
+        self.means = PositionMeans(capacity, num_actions) if average else None
 
     def add(self, obs: np.ndarray, policy: np.ndarray, outcome: np.ndarray) -> None:
         for o, p, z in zip(obs, policy, outcome, strict=True):
-            self.obs[self.next], self.policy[self.next], self.outcome[self.next] = o, p, z
-            self.next = (self.next + 1) % len(self.obs)
+            row = self.next
+            if self.means is not None and self.size == len(self.obs):  # the oldest leaves
+                self.means.leave(row, self.obs[row].tobytes(), self.policy[row],
+                                 self.outcome[row])
+            self.obs[row], self.policy[row], self.outcome[row] = o, p, z
+            if self.means is not None:
+                self.means.enter(row, self.obs[row].tobytes(), self.policy[row],
+                                 self.outcome[row])
+            self.next = (row + 1) % len(self.obs)
             self.size = min(self.size + 1, len(self.obs))
 
     def sample(self, n: int, rng: np.random.Generator) -> tuple[torch.Tensor, ...]:
         idx = rng.integers(self.size, size=n)
-        return (torch.from_numpy(self.obs[idx]).float(), torch.from_numpy(self.policy[idx]),
-                torch.from_numpy(self.outcome[idx]))
+        if self.means is None:
+            policy, outcome = self.policy[idx], self.outcome[idx]
+        else:
+            policy, outcome = self.means.of(idx)
+        return (torch.from_numpy(self.obs[idx]).float(), torch.from_numpy(policy),
+                torch.from_numpy(outcome))
 
     def get_state(self) -> dict[str, Any]:
         n = self.size
-        return {"obs": torch.from_numpy(self.obs[:n].copy()),
-                "policy": torch.from_numpy(self.policy[:n].copy()),
-                "outcome": torch.from_numpy(self.outcome[:n].copy()), "next": self.next}
+        state = {"obs": torch.from_numpy(self.obs[:n].copy()),
+                 "policy": torch.from_numpy(self.policy[:n].copy()),
+                 "outcome": torch.from_numpy(self.outcome[:n].copy()), "next": self.next}
+        if self.means is not None:
+            state["means"] = self.means.get_state(n)
+        return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         """The saved positions; the newest ``capacity`` of them where a resume changed the
@@ -121,6 +138,79 @@ class Replay:
             mine[:len(order)] = state[saved].numpy()[order]
         self.size = len(order)
         self.next = start if start < n and n == capacity else self.size % capacity
+        if self.means is not None:
+            self._set_means(state.get("means"))
+
+    def _set_means(self, saved: dict[str, Any] | None) -> None:
+        """The saved sums where the ring kept its capacity (a resume draws the very same
+        targets); else the means of the rows now held, summed again."""
+        self.means = PositionMeans(len(self.obs), self.policy.shape[1])
+        keys = [row.tobytes() for row in self.obs[:self.size]]
+        if saved is not None and len(saved["count"]) == len(self.obs):
+            self.means.set_state(saved, keys)
+            return
+        for row in range(self.size):
+            self.means.enter(row, keys[row], self.policy[row], self.outcome[row])
+
+
+class PositionMeans:
+    """Each distinct observation's mean search policy and value target over the replay's
+    rows that hold it (AlphaZero.jl's position averaging). An opening met in thousands of
+    games is learnt towards the mean of their outcomes, not towards each one's; sampling
+    stays uniform over rows, so a position counts as often as it was played. Running
+    float64 sums per position, kept in ``capacity`` slots as rows enter and leave the
+    ring: a sample costs one gather, not a search of the ring."""
+
+    def __init__(self, capacity: int, num_actions: int):
+        self.row_slot = np.zeros(capacity, np.int64)  # ring row -> its position's slot
+        self.policy_sum = np.zeros((capacity, num_actions))
+        self.outcome_sum = np.zeros(capacity)
+        self.count = np.zeros(capacity, np.int64)
+        self.slots: dict[bytes, int] = {}  # observation bytes -> slot
+        self.free = list(range(capacity))[::-1]
+
+    def enter(self, row: int, key: bytes, policy: np.ndarray, outcome: float) -> None:
+        slot = self.slots.get(key)
+        if slot is None:
+            slot = self.slots[key] = self.free.pop()
+        self.policy_sum[slot] += policy
+        self.outcome_sum[slot] += outcome
+        self.count[slot] += 1
+        self.row_slot[row] = slot
+
+    def leave(self, row: int, key: bytes, policy: np.ndarray, outcome: float) -> None:
+        slot = self.row_slot[row]
+        self.count[slot] -= 1
+        if self.count[slot]:
+            self.policy_sum[slot] -= policy
+            self.outcome_sum[slot] -= outcome
+        else:  # zeroed, not subtracted: a slot taken again starts from exact zeros
+            del self.slots[key]
+            self.free.append(int(slot))
+            self.policy_sum[slot], self.outcome_sum[slot] = 0.0, 0.0
+
+    def of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The mean policy [n, A] and value target [n] of the positions in ``rows``."""
+        slot = self.row_slot[rows]
+        count = self.count[slot]
+        return ((self.policy_sum[slot] / count[:, None]).astype(np.float32),
+                (self.outcome_sum[slot] / count).astype(np.float32))
+
+    def get_state(self, size: int) -> dict[str, torch.Tensor]:
+        return {"row_slot": torch.from_numpy(self.row_slot[:size].copy()),
+                "policy_sum": torch.from_numpy(self.policy_sum.copy()),
+                "outcome_sum": torch.from_numpy(self.outcome_sum.copy()),
+                "count": torch.from_numpy(self.count.copy())}
+
+    def set_state(self, state: dict[str, torch.Tensor], keys: list[bytes]) -> None:
+        """The saved sums; ``keys``: the observation bytes of the rows held (the ring's
+        layout as saved)."""
+        self.row_slot[:len(keys)] = state["row_slot"].numpy()
+        for mine, saved in ((self.policy_sum, "policy_sum"), (self.outcome_sum, "outcome_sum"),
+                            (self.count, "count")):
+            mine[:] = state[saved].numpy()
+        self.slots = {key: int(self.row_slot[row]) for row, key in enumerate(keys)}
+        self.free = [int(s) for s in np.flatnonzero(self.count == 0)[::-1]]
 
 
 def mirrored(obs: np.ndarray, policy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

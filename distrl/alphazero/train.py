@@ -86,7 +86,8 @@ class AlphaZeroRun:
         self.model = actor_critic(self.obs_space, self.act_space, self.cfg.model).to(self.device)
         self.learner = Learner(self.model, self.cfg.lr, self.cfg.grad_clip)
         self.replay = Replay(self.cfg.replay_capacity, self.obs_space.shape,
-                             int(self.act_space.n), self.obs_space.dtype)
+                             int(self.act_space.n), self.obs_space.dtype,
+                             average=self.cfg.average_positions)
         self.rng = np.random.default_rng(run.seed)
         self.progress = start.progress()
         self.evaluated: dict[str, float] = {}  # the last evaluation's metrics

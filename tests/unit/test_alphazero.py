@@ -189,6 +189,74 @@ def test_a_resized_replay_keeps_the_newest_positions():
     assert smaller.outcome.tolist() == [1] and (smaller.size, smaller.next) == (1, 0)
 
 
+def _naive_means(replay, obs):
+    """The mean policy and outcome over the ring's held rows equal to each of ``obs``."""
+    held = replay.obs[:replay.size].astype(np.float32)
+    same = (held[None] == obs.numpy()[:, None]).all(-1)  # [n, size]
+    policy = same @ replay.policy[:replay.size] / same.sum(1, keepdims=True)
+    return policy, same @ replay.outcome[:replay.size] / same.sum(1)
+
+
+def _averaged_rows(rng, keys):
+    """Rows of three-action positions keyed by ``keys``, random targets of magnitudes
+    1e-12 to 1 (running sums of them round, so the sums summed again differ)."""
+    obs = np.stack([np.full(2, k, np.int8) for k in keys])
+    outcome = rng.uniform(-1, 1, len(keys)) * 10.0 ** rng.uniform(-12, 0, len(keys))
+    return obs, rng.dirichlet(np.ones(3), len(keys)).astype(np.float32), \
+        outcome.astype(np.float32)
+
+
+def test_an_averaged_replay_learns_each_position_towards_the_mean_of_its_rows():
+    rng, replay = np.random.default_rng(0), Replay(10, (2,), 3, np.int8, average=True)
+    # Position 5 enters once and leaves the ring entirely; when played again its mean
+    # is its new row's alone (a stale sum would still count the old one).
+    phases = [[5], rng.integers(3, size=10), [7, 5], rng.integers(3, size=37)]
+    for i, keys in enumerate(phases):
+        for key in keys:
+            replay.add(*_averaged_rows(rng, [key]))
+            obs, policy, outcome = replay.sample(32, rng)
+            want_policy, want_outcome = _naive_means(replay, obs)
+            np.testing.assert_allclose(policy.numpy(), want_policy, atol=1e-6)
+            np.testing.assert_allclose(outcome.numpy(), want_outcome, atol=1e-6)
+        if i == 2:  # the returned position's mean is its one new row
+            five = replay.obs[:, 0] == 5
+            assert five.sum() == 1
+            np.testing.assert_array_equal(replay.means.of(np.flatnonzero(five))[1],
+                                          replay.outcome[five])
+    # Averaging changed the targets: a duplicated position's rows differ from their mean.
+    raw = Replay(10, (2,), 3, np.int8)
+    raw.set_state(replay.get_state())
+    assert not np.allclose(raw.sample(32, np.random.default_rng(1))[2],
+                           replay.sample(32, np.random.default_rng(1))[2])
+
+
+def test_an_averaged_replay_resumes_to_the_same_targets():
+    rng, replay = np.random.default_rng(0), Replay(8, (2,), 3, np.int8, average=True)
+    replay.add(*_averaged_rows(rng, rng.integers(3, size=30)))  # a full ring, sums moved
+    same, resized = (Replay(c, (2,), 3, np.int8, average=True) for c in (8, 5))
+    for copy in (same, resized):
+        copy.set_state(replay.get_state())
+    more = _averaged_rows(rng, rng.integers(3, size=5))
+    for r in (replay, same, resized):
+        r.add(*more)
+    # The same capacity restores the running sums: every draw after it is identical.
+    for a, b in zip(replay.sample(64, np.random.default_rng(2)),
+                    same.sample(64, np.random.default_rng(2)), strict=True):
+        assert torch.equal(a, b)
+    # Sums that rounded are restored as they were: in float64, 1 + 1e-12 - 1 != 1e-12.
+    ring = Replay(2, (2,), 3, np.int8, average=True)
+    for key, z in ((0, 1.0), (0, 1e-12), (1, 0.5)):  # the third evicts the first
+        ring.add(np.full((1, 2), key), np.full((1, 3), 1 / 3), np.array([z], np.float32))
+    copy = Replay(2, (2,), 3, np.int8, average=True)
+    copy.set_state(ring.get_state())
+    kept = ring.means.of(np.array([1]))[1]
+    assert copy.means.of(np.array([1]))[1] == kept != np.float32(1e-12)
+    obs, policy, outcome = resized.sample(64, np.random.default_rng(2))
+    want_policy, want_outcome = _naive_means(resized, obs)  # summed again from its rows
+    np.testing.assert_allclose(policy.numpy(), want_policy, atol=1e-6)
+    np.testing.assert_allclose(outcome.numpy(), want_outcome, atol=1e-6)
+
+
 def test_search_refuses_games_it_cannot_search():
     with pytest.raises(ValueError, match="perfect information without chance"):
         search_game(make_multiagent_env("openspiel:kuhn_poker"))
