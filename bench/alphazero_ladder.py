@@ -11,6 +11,7 @@ none.
 
     python bench/alphazero_ladder.py [--train-s 3600] [--seeds 0] [--games 200]
         [--search 200] [--ttt-train-s 120] [--skip-train RUN] [--set FIELD=JSON ...]
+        [--only search200_vs_mcts1000 ...]
     python bench/alphazero_ladder.py --train-s 20 --games 4 --ttt-train-s 10   # smoke
 
 ``--skip-train RUN`` ladders a saved connect-four run instead of training (one seed);
@@ -20,8 +21,9 @@ the run's snapshots/ (200, about every 5 minutes here), for an Elo over training
 AlphaZeroConfig (as bench/league_connect4_mcts.py). Runs go to bench/out/runs/. One JSON
 line per rung as it ends; the last line holds every rate as
 ``win_rate_<net|search200>_vs_<random|oneply|mcts200|mcts1000|alphabeta5>`` (the mean
-over seeds; ``per_seed`` lists each), the draw and loss rates alike, and
-``ttt_losses_vs_perfect``.
+over seeds; ``per_seed`` lists each), the draw and loss rates alike, the win rate as the
+first and as the second mover (``first_seat_win_rate_...``, ``second_seat_...``), and
+``ttt_losses_vs_perfect``. ``--only search200_vs_mcts1000 ...`` plays those rungs alone.
 """
 
 from __future__ import annotations
@@ -59,12 +61,24 @@ def rung(checkpoint: str, opponent: str, games: int, seed: int, opening_moves: i
 
 
 def ladder(checkpoint: str, args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    """Every rung for the bare network, then searched (or those ``args.only`` names, in
+    its order); the win rate also by seat (``first_seat_...``: the first mover's edge)."""
+    games = [(f"{player}_vs_{name}", search, spec)
+             for player, search in (("net", 0), (f"search{args.search}", args.search))
+             for name, spec in RUNGS.items()]
+    if getattr(args, "only", None):
+        unknown = set(args.only) - {game for game, _, _ in games}
+        if unknown:
+            raise SystemExit(f"--only {sorted(unknown)}: not a rung; choose from "
+                             f"{[game for game, _, _ in games]}")
+        games = sorted((g for g in games if g[0] in args.only), key=lambda g: args.only.index(g[0]))
     out: dict[str, Any] = {}
-    for player, search in (("net", 0), (f"search{args.search}", args.search)):
-        for name, spec in RUNGS.items():
-            r = rung(checkpoint, spec, args.games, seed, args.opening_moves, search)
-            for key in ("win_rate", "draw_rate", "loss_rate", "distinct_games"):
-                out[f"{key}_{player}_vs_{name}"] = r[key]
+    for game, search, spec in games:
+        r = rung(checkpoint, spec, args.games, seed, args.opening_moves, search)
+        for key in ("win_rate", "draw_rate", "loss_rate", "distinct_games"):
+            out[f"{key}_{game}"] = r[key]
+        for order, rate in zip(("first", "second"), r["win_rate_by_seat"].values(), strict=True):
+            out[f"{order}_seat_win_rate_{game}"] = rate
     return out
 
 
@@ -108,6 +122,8 @@ def main() -> None:
     ap.add_argument("--snapshot-every", type=int, default=200, metavar="N",
                     help="keep the checkpoint every N iterations (0: only the last)")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=JSON")
+    ap.add_argument("--only", nargs="+", metavar="PLAYER_vs_RUNG",
+                    help="play these rungs only, in this order (e.g. search200_vs_mcts1000)")
     args = ap.parse_args()
     seeds = args.seeds[:1] if args.skip_train else args.seeds
     rows = []

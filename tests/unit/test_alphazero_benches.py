@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).parents[2] / "bench"
 sys.path.append(str(BENCH))  # the benches import their neighbours by name
 
@@ -19,17 +21,31 @@ def test_ladder_names_every_rate_and_plays_each_rung_as_asked(monkeypatch):
 
     def rung(checkpoint, opponent, games, seed, opening_moves, search):
         played.append((opponent, search, games, opening_moves))
-        return {"win_rate": 0.5, "draw_rate": 0.25, "loss_rate": 0.25, "distinct_games": 7}
+        return {"win_rate": 0.5, "draw_rate": 0.25, "loss_rate": 0.25, "distinct_games": 7,
+                "win_rate_by_seat": {"player_0": 0.75, "player_1": 0.25}}
 
     monkeypatch.setattr(ladder_bench, "rung", rung)
-    args = argparse.Namespace(search=200, games=6, opening_moves=2)
+    args = argparse.Namespace(search=200, games=6, opening_moves=2, only=None)
     out = ladder_bench.ladder("run", args, 0)
     wins = {k for k in out if k.startswith("win_rate_")}
     assert wins == {f"win_rate_{p}_vs_{r}" for p in ("net", "search200")
                     for r in ("random", "oneply", "mcts200", "mcts1000", "alphabeta5")}
     assert out["distinct_games_search200_vs_mcts1000"] == 7
+    # The first mover's seat (player_0 moves first in PettingZoo's games) and the second.
+    assert (out["first_seat_win_rate_net_vs_oneply"],
+            out["second_seat_win_rate_net_vs_oneply"]) == (0.75, 0.25)
     specs = ["random", "board_bots:oneply", "mcts:200", "mcts:1000", "board_bots:alphabeta5"]
     assert played == [(s, n, 6, 2) for n in (0, 200) for s in specs]
+    played.clear()
+    args.only = ["search200_vs_mcts1000", "net_vs_oneply"]
+    assert set(ladder_bench.ladder("run", args, 0)) == {
+        f"{k}_{game}" for game in args.only for k in (
+            "win_rate", "draw_rate", "loss_rate", "distinct_games", "first_seat_win_rate",
+            "second_seat_win_rate")}
+    assert played == [("mcts:1000", 200, 6, 2), ("board_bots:oneply", 0, 6, 2)]
+    args.only = ["search_vs_mcts1000"]
+    with pytest.raises(SystemExit, match="not a rung"):
+        ladder_bench.ladder("run", args, 0)
 
 
 def test_ladder_mean_over_seeds():
