@@ -412,6 +412,24 @@ def test_a_resumed_run_starts_from_the_saved_network_and_optimizer(tmp_path):
                            for k, v in saved["optimizer"]["state"].items())
 
 
+def test_a_run_with_averaged_positions_saves_and_resumes_its_sums(tmp_path):
+    config = AlphaZeroConfig(num_games=4, num_simulations=2, moves_per_iteration=16,
+                             learning_starts=8, train_batch_size=8, eval_interval=0,
+                             average_positions=True)
+    out = train_alphazero(config, RunConfig(env="openspiel:tic_tac_toe", max_env_steps=32,
+                                            logdir=str(tmp_path), progress=False))
+    saved = Checkpoint(out["checkpoint"]).tensors("replay", "state.pt")
+    # Every held row counted once; the empty board opens every game, so rows repeat.
+    assert int(saved["means"]["count"].sum()) == len(saved["outcome"]) == out["replay/size"]
+    assert int(saved["means"]["count"].max()) > 1
+    start = start_run("alphazero", config, RunConfig(resume=out["checkpoint"], max_env_steps=64,
+                                                     progress=False),
+                      check_env=lambda env: None)
+    resumed = AlphaZeroRun(start)
+    resumed.close()
+    assert torch.equal(torch.from_numpy(resumed.replay.means.count), saved["means"]["count"])
+
+
 def test_evaluations_against_a_bot_also_play_random_and_the_result_keeps_them(tmp_path):
     run = RunConfig(env="pettingzoo:connect_four_v3", max_env_steps=96,
                     logdir=str(tmp_path), progress=False)
