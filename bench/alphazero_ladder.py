@@ -66,7 +66,7 @@ def ladder(checkpoint: str, args: argparse.Namespace, seed: int) -> dict[str, An
     games = [(f"{player}_vs_{name}", search, spec)
              for player, search in (("net", 0), (f"search{args.search}", args.search))
              for name, spec in RUNGS.items()]
-    if getattr(args, "only", None):
+    if args.only:
         unknown = set(args.only) - {game for game, _, _ in games}
         if unknown:
             raise SystemExit(f"--only {sorted(unknown)}: not a rung; choose from "
