@@ -7,7 +7,7 @@ import time
 
 from tests.integration.test_apex import runtime
 
-HOLD_S = 4.0
+HOLD_S = 6.0
 
 
 def test_actors_keep_sampling_and_syncing_while_an_update_holds_the_learner(ray_local):
@@ -31,10 +31,12 @@ def test_actors_keep_sampling_and_syncing_while_an_update_holds_the_learner(ray_
         hold.set()  # the next update holds the learner for HOLD_S
         t0 = time.monotonic()
         engine.iterate(min_time_s=1.0, min_env_steps=0)
-        assert holding.is_set() and time.monotonic() - t0 < 2.0
-        out = engine.iterate(min_time_s=0.5, min_env_steps=0)
-        assert learner.lock.locked()  # the update is still going on, and meanwhile:
-        assert out["env_steps"] >= 4 * 25
+        assert holding.is_set() and time.monotonic() - t0 < HOLD_S / 2
+        # Steps, not a rate (a loaded machine slows actors): four fragments collected
+        # while the update still holds the learner; an actor waiting on it would collect
+        # them only after the hold.
+        engine.iterate(min_time_s=0.0, min_env_steps=4 * 25)
+        assert learner.lock.locked()
     finally:
         time.sleep(max(0.0, HOLD_S - 1.0))
         engine.close()
