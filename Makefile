@@ -22,7 +22,11 @@ train: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check distrl tests bench examples
-	$(BIN)/python -m pytest -q
+	@# What may share the machine runs on two workers; what may not (marked alone) after it.
+	status=0; \
+	$(BIN)/python -m pytest -q -m "not alone" -n 2 --dist worksteal || status=$$?; \
+	$(BIN)/python -m pytest -q -m alone || status=$$?; \
+	exit $$status
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bench]'

@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -6,6 +7,17 @@ import torch
 # Two cores are shared by Ray, envs and torch: one intra-op thread per process.
 torch.set_num_threads(1)
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+
+
+INTEGRATION = Path(__file__).parent / "integration"
+
+
+def pytest_collection_modifyitems(items):
+    """Integration tests start Ray clusters, look at the machine's processes and time
+    recoveries: `make test` runs them (marked alone) one at a time, after the rest."""
+    for item in items:
+        if INTEGRATION in item.path.parents:
+            item.add_marker(pytest.mark.alone)
 
 
 @pytest.fixture
