@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,7 @@ from distrl.league.trainer import LeagueTrainer
 from distrl.league.workers import learner_seed
 from distrl.runtime.cluster import check_resources
 from distrl.runtime.placement import holds
-from distrl.runtime.supervisor import cause, last_line
+from distrl.runtime.supervisor import cause, kill_and_wait, last_line
 from distrl.store.policy_cache import PolicySpec, flatten_policy
 from distrl.store.remote import head_store, publish, stop_head_store, wait
 
@@ -290,12 +291,16 @@ class DistributedLearners:
         return sum(len(s.learners) for s in self.shards)
 
     def stop(self) -> None:
-        """Stop every learner and replay actor, and the policy store with its weights."""
+        """Stop every learner and replay actor, and the policy store with its weights;
+        returns once they are dead (their CPUs free for the next run)."""
+        actors = [a for shard in self.shards for a in (*shard.learners.values(), shard.replay)]
         for shard in self.shards:
-            for learner in shard.learners.values():
-                ray.kill(learner)
-            ray.kill(shard.replay)
             shard.learners.clear()
+        timeout_s = 30.0
+        if alive := kill_and_wait(actors, timeout_s):
+            warnings.warn(f"{len(alive)} killed learner or replay actors still answer after "
+                          f"{timeout_s:g} s; Ray frees their resources when they end",
+                          stacklevel=2)
         stop_head_store(self.head)
 
 

@@ -244,6 +244,30 @@ class SupervisedGroup:
             release_ray()
 
 
+def kill_and_wait(actors: Iterable[Any], timeout_s: float = 30.0) -> list[Any]:
+    """ray.kill each actor, then wait until each death is known; returns those still
+    answering after ``timeout_s`` (none, normally). The kill is asynchronous: a killed
+    actor can serve a call sent right after it, and keeps its resources until it dies."""
+    actors = list(actors)
+    for actor in actors:
+        ray.kill(actor)
+    deadline = time.monotonic() + timeout_s
+    alive = []
+    for actor in actors:
+        while True:
+            try:  # __ray_ready__ does nothing: polling it runs no step twice
+                ray.get(actor.__ray_ready__.remote(), timeout=10)
+            except ray.exceptions.RayActorError:
+                break
+            except ray.exceptions.GetTimeoutError:
+                pass
+            if time.monotonic() >= deadline:
+                alive.append(actor)
+                break
+            time.sleep(0.05)
+    return alive
+
+
 def died(err: Any) -> bool:
     """The actor called is dead. A task error that wraps a death (Ray makes it an
     instance of both) is not: that actor is alive, one it called died."""

@@ -28,20 +28,10 @@ def two_nodes():
 
 
 def kill(actor, timeout_s: float = 30.0) -> None:
-    """ray.kill, then wait until the death is known. The kill is asynchronous: a call sent
-    right after it can still be served (the store then held a version the test had
-    killed the publisher to prevent). Polls with the actor's ready call, which does
-    nothing, so no test step runs twice."""
-    import time
+    """ray.kill, then wait until the death is known: a call sent right after the kill can
+    still be served (the store then held a version the test had killed the publisher to
+    prevent)."""
+    from distrl.runtime.supervisor import kill_and_wait
 
-    import ray
-
-    ray.kill(actor)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            ray.get(actor.__ray_ready__.remote(), timeout=10)
-        except ray.exceptions.RayActorError:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"the killed actor still answers after {timeout_s:g} s")
+    assert not kill_and_wait([actor], timeout_s), (
+        f"the killed actor still answers after {timeout_s:g} s")
