@@ -10,17 +10,13 @@ os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 
 
 INTEGRATION = Path(__file__).parent / "integration"
-# Integration modules that start Ray clusters and processes of their own but time nothing
-# and look at no process but theirs: these may share the machine.
-SHARE_THE_MACHINE = {"test_cli.py", "test_export.py", "test_league_example.py",
-                     "test_tuning.py", "test_user_envs.py"}
 
 
 def pytest_collection_modifyitems(items):
-    """The other integration tests time recoveries, kill actors or look at the machine's
-    processes: `make test` runs them (marked alone) one at a time, after the rest."""
+    """Integration tests start Ray clusters, time recoveries, kill actors and look at the
+    machine's processes: `make test` runs them (marked alone) one at a time, after the rest."""
     for item in items:
-        if INTEGRATION in item.path.parents and item.path.name not in SHARE_THE_MACHINE:
+        if INTEGRATION in item.path.parents:
             item.add_marker(pytest.mark.alone)
 
 

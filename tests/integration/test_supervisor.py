@@ -133,4 +133,3 @@ def test_kill_and_wait_returns_once_the_actors_are_dead(ray_local):
         assert kill_and_wait([actor]) == []
         with pytest.raises(ray.exceptions.RayActorError):
             ray.get(actor.ping.remote(), timeout=10)
-
