@@ -7,6 +7,8 @@ observations: planes of the mover's pieces and the other player's).
 - ``alphabeta5``: negamax with alpha-beta to depth 5, scoring leaves with a win/block/centre
   heuristic (connect four).
 - ``perfect``: full-depth minimax on tic-tac-toe, which never loses.
+- ``solver``: perfect play on connect four (the BitBully solver and its 12-ply opening
+  book, the ``bench`` extra): the fastest win, else a draw, else the slowest loss.
 
 Each bot is pure numpy, with its own random generator (``seed(n)`` resets it), so a ladder
 is repeatable.
@@ -14,6 +16,7 @@ is repeatable.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,6 +151,31 @@ def oneply(obs: np.ndarray, action_mask: np.ndarray) -> int:
 def alphabeta5(obs: np.ndarray, action_mask: np.ndarray) -> int:
     """Connect four: alpha-beta to depth 5 with the heuristic above."""
     return int(negamax(CONNECT_FOUR, board_of(obs), 5, -np.inf, np.inf)[1])
+
+
+def solver(obs: np.ndarray, action_mask: np.ndarray) -> int:
+    """Connect four: a move of the highest game-theoretic score (random among ties)."""
+    scores = column_scores(board_of(obs))
+    best = max(scores.values())
+    return int(_rng.choice([c for c, s in sorted(scores.items()) if s == best]))
+
+
+def column_scores(board: np.ndarray) -> dict[int, int]:
+    """Connect four under perfect play, from the mover's view (``board``: +1 the mover's
+    pieces): each legal column's score, > 0 a win (the sooner, the higher), 0 a draw,
+    < 0 a loss (the later, the higher)."""
+    import bitbully  # AGPL-3.0, a reference for the benches only: distrl never imports it
+
+    grid = board.reshape(CONNECT_FOUR.rows, CONNECT_FOUR.cols)
+    first = (grid == 1).sum() == (grid == -1).sum()  # equal counts: the mover began
+    me, them = (1, 2) if first else (2, 1)  # BitBully numbers the first player 1
+    cells = np.where(grid == 1, me, np.where(grid == -1, them, 0))
+    return _solver(bitbully).score_all_moves(bitbully.Board.from_array(cells.tolist()))
+
+
+@functools.cache
+def _solver(bitbully):
+    return bitbully.BitBully("12-ply-dist")  # loading the book takes ~1 s: once
 
 
 def perfect(obs: np.ndarray, action_mask: np.ndarray) -> int:

@@ -38,6 +38,11 @@ class AlphaZeroConfig:
     temperature_moves: int = 10
     """Self-play samples the first N moves of a game from the visit counts (varied
     openings), then plays the most visited move."""
+    opening_moves: int = 0
+    """Each self-play game begins with k uniformly random legal moves, k drawn uniformly
+    from 0 to this (0: every move searched, as AlphaZero). Nothing is learnt from those
+    moves; the network learns the positions after them, which its own openings seldom
+    reach and evaluations with random openings start from (docs/alphazero.md)."""
     lr: float = 1e-3
     """Adam learning rate."""
     grad_clip: float | None = None
@@ -86,10 +91,12 @@ class AlphaZeroConfig:
         for name in ("dirichlet_fraction", "value_target_mix"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"`{name}` ({getattr(self, name)}) must lie in [0, 1].")
-        if min(self.temperature_moves, self.updates_per_move, self.learning_starts,
-               self.eval_interval, self.num_workers, self.num_cpus_per_worker) < 0:
-            raise ValueError("temperature_moves, updates_per_move, learning_starts, "
-                             "eval_interval, num_workers and num_cpus_per_worker must be >= 0.")
+        if min(self.temperature_moves, self.opening_moves, self.updates_per_move,
+               self.learning_starts, self.eval_interval, self.num_workers,
+               self.num_cpus_per_worker) < 0:
+            raise ValueError("temperature_moves, opening_moves, updates_per_move, "
+                             "learning_starts, eval_interval, num_workers and "
+                             "num_cpus_per_worker must be >= 0.")
         if self.grad_clip is not None and self.grad_clip <= 0:
             raise ValueError(f"`grad_clip` ({self.grad_clip}) must be > 0 or None.")
         for name in ("learning_starts", "train_batch_size"):

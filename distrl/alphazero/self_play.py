@@ -220,11 +220,12 @@ def mirrored(obs: np.ndarray, policy: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 class SelfPlay:
     """``num_games`` games, each move chosen by a search from the game's position (the
-    searched subtree of the move played is kept for the next one)."""
+    searched subtree of the move played is kept for the next one), after the random
+    opening moves cfg.opening_moves asks for."""
 
     def __init__(self, game: Any, observe: Any, cfg: AlphaZeroConfig, rng: np.random.Generator):
         self.game, self.observe, self.cfg, self.rng = game, observe, cfg, rng
-        self.trees = Trees([game.new_initial_state() for _ in range(cfg.num_games)])
+        self.trees = Trees([self.new_game() for _ in range(cfg.num_games)])
         self.records: list[list[tuple[np.ndarray, np.ndarray, int, float]]] = [
             [] for _ in range(cfg.num_games)]
 
@@ -257,8 +258,23 @@ class SelfPlay:
             target = (1 - mix) * outcome + mix * np.array(searched, np.float32)
             ended.append((np.stack(obs), np.stack(policies), target, returns))
             self.records[g] = []
-            trees.replant(g, self.game.new_initial_state())
+            trees.replant(g, self.new_game())
         return ended
+
+    def new_game(self) -> Any:
+        """A game's first position to search: the initial state after k random legal
+        moves, k uniform in 0..opening_moves (an opening that ends the game is drawn
+        again)."""
+        most = self.cfg.opening_moves
+        while True:
+            state = self.game.new_initial_state()
+            # No draw at all without openings: the default's games stay as they were.
+            for _ in range(self.rng.integers(most + 1) if most else 0):
+                if state.is_terminal():
+                    break
+                state.apply_action(int(self.rng.choice(state.legal_actions())))
+            if not state.is_terminal():
+                return state
 
 
 class SelfPlayer:

@@ -1,6 +1,7 @@
 """AlphaZero's benches: the ladder names every rate it promises (the network alone and
 searched, against every rung, with the right opponent and search), and the speed
-bench's profile puts each function in the part of the work it belongs to."""
+bench's profile puts each function in the part of the work it belongs to; the perfect
+player's bench weighs the random openings by their solved values."""
 
 import argparse
 import sys
@@ -13,6 +14,7 @@ sys.path.append(str(BENCH))  # the benches import their neighbours by name
 
 import alphazero_ladder as ladder_bench  # noqa: E402
 import alphazero_speed as speed_bench  # noqa: E402
+import connect4_perfect  # noqa: E402
 import search_memory  # noqa: E402
 
 
@@ -122,3 +124,30 @@ def test_search_memory_counts_every_node_array_and_the_trees_kept_for_reuse():
     # Two calls' trees are kept: their bytes add up.
     assert peak["kept_bytes_max"] == first + search_memory.nbytes(player.trees)
     assert peak["games_side_by_side"] == 2
+
+
+def test_opening_values_weigh_each_random_opening_by_its_solved_value():
+    # One random move: the centre wins for the first player, its two neighbours draw,
+    # the four outer columns lose (Allis 1988), each with probability 1/7.
+    assert connect4_perfect.opening_values(1) == {"win": round(1 / 7, 4),
+                                                  "draw": round(2 / 7, 4),
+                                                  "loss": round(4 / 7, 4)}
+    assert connect4_perfect.opening_values(0) == {"win": 1.0, "draw": 0.0, "loss": 0.0}
+
+
+def test_perfect_player_bench_plays_the_ladders_games(monkeypatch):
+    seen = {}
+
+    def fake_play_matches(game, env_config, policies, greedy, pid, opponent, games, seed,
+                          opening_moves):
+        seen.update(game=game, ids=set(policies), pid=pid, opponent=opponent, games=games,
+                    seed=seed, opening_moves=opening_moves)
+        return []
+
+    import distrl.games.scoring as scoring
+
+    monkeypatch.setattr(scoring, "play_matches", fake_play_matches)
+    connect4_perfect.play("mcts:1000", 200, 3, 2)
+    assert seen == {"game": "pettingzoo:connect_four_v3",
+                    "ids": {"board_bots:solver", "mcts:1000"}, "pid": "board_bots:solver",
+                    "opponent": "mcts:1000", "games": 200, "seed": 3, "opening_moves": 2}

@@ -1,5 +1,6 @@
 """The ladders' fixed bots (bench/board_bots.py): the tic-tac-toe player never loses to
-any line of play, and the connect-four bots take wins and block losses."""
+any line of play, the connect-four bots take wins and block losses, and the connect-four
+solver knows the game's solved values (Allis 1988)."""
 
 import importlib.util
 import sys
@@ -68,11 +69,12 @@ def c4(moves: list[int]) -> np.ndarray:
     return board * side  # the next mover's pieces are +1
 
 
-@pytest.mark.parametrize("bot", ["oneply", "alphabeta5"])
+@pytest.mark.parametrize("bot", ["oneply", "alphabeta5", "solver"])
 @pytest.mark.parametrize(("moves", "best"), [
     ([0, 6, 0, 6, 0, 6], 0),  # the mover has three in column 0: win
     ([0, 6, 0, 6, 1, 6], 6),  # the other side threatens column 6: block
     ([1, 0, 2, 0, 3, 6], 4),  # three in the bottom row, both ends open except 0: win at 4
+    ([3, 0, 3, 1, 3], 3),  # the second player to move, three above it in column 3: block
 ])
 def test_connect_four_bots_take_the_win_and_block_the_loss(bot, moves, best):
     board = c4(moves)
@@ -95,3 +97,32 @@ def test_alphabeta_beats_oneply_from_either_seat():
                 break
             board, mover = -board, 1 - mover
     assert wins >= 5
+
+
+def test_solver_knows_the_first_moves_values():
+    # Allis (1988): the first player wins by the centre column, draws by its neighbours,
+    # loses by the four outer columns.
+    scores = bots.column_scores(np.zeros(42, np.int8))
+    signs = {col: int(np.sign(s)) for col, s in scores.items()}
+    assert signs == {0: -1, 1: -1, 2: 0, 3: 1, 4: 0, 5: -1, 6: -1}
+
+
+def test_solver_as_first_player_beats_alphabeta_and_a_random_second_move():
+    game = bots.CONNECT_FOUR
+    bots.seed(0)
+    rng = np.random.default_rng(0)
+    for g in range(3):
+        board, mover, ply = np.zeros(42, np.int8), 0, 0  # 0: the solver, moving first
+        while not bots.winner(game, board) and game.legal(board):
+            if mover == 0:
+                action = bots.solver(obs_of(board, game), mask_of(board, game))
+            elif ply == 1 and g > 0:  # another reply than alpha-beta's: another game
+                action = int(rng.choice(game.legal(board)))
+            else:
+                action = bots.alphabeta5(obs_of(board, game), mask_of(board, game))
+            board[game.cell(board, action)] = 1
+            if bots.winner(game, board):
+                assert mover == 0, f"game {g}: the solver lost a won game"
+                break
+            board, mover, ply = -board, 1 - mover, ply + 1
+        assert bots.winner(game, board) == 1, f"game {g}: the solver did not win"
