@@ -38,7 +38,7 @@ class AlphaZeroConfig:
     temperature_moves: int = 10
     """Self-play samples the first N moves of a game from the visit counts (varied
     openings), then plays the most visited move."""
-    opening_moves: int = 0
+    random_openings: int = 0
     """Each self-play game begins with k uniformly random legal moves, k drawn uniformly
     from 0 to this (0: every move searched, as AlphaZero). Nothing is learnt from those
     moves; the network learns the positions after them, which its own openings seldom
@@ -91,10 +91,10 @@ class AlphaZeroConfig:
         for name in ("dirichlet_fraction", "value_target_mix"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"`{name}` ({getattr(self, name)}) must lie in [0, 1].")
-        if min(self.temperature_moves, self.opening_moves, self.updates_per_move,
+        if min(self.temperature_moves, self.random_openings, self.updates_per_move,
                self.learning_starts, self.eval_interval, self.num_workers,
                self.num_cpus_per_worker) < 0:
-            raise ValueError("temperature_moves, opening_moves, updates_per_move, "
+            raise ValueError("temperature_moves, random_openings, updates_per_move, "
                              "learning_starts, eval_interval, num_workers and "
                              "num_cpus_per_worker must be >= 0.")
         if self.grad_clip is not None and self.grad_clip <= 0:

@@ -221,7 +221,7 @@ def mirrored(obs: np.ndarray, policy: np.ndarray) -> tuple[np.ndarray, np.ndarra
 class SelfPlay:
     """``num_games`` games, each move chosen by a search from the game's position (the
     searched subtree of the move played is kept for the next one), after the random
-    opening moves cfg.opening_moves asks for."""
+    moves cfg.random_openings asks for."""
 
     def __init__(self, game: Any, observe: Any, cfg: AlphaZeroConfig, rng: np.random.Generator):
         self.game, self.observe, self.cfg, self.rng = game, observe, cfg, rng
@@ -263,9 +263,9 @@ class SelfPlay:
 
     def new_game(self) -> Any:
         """A game's first position to search: the initial state after k random legal
-        moves, k uniform in 0..opening_moves (an opening that ends the game is drawn
+        moves, k uniform in 0..random_openings (an opening that ends the game is drawn
         again)."""
-        most = self.cfg.opening_moves
+        most = self.cfg.random_openings
         while True:
             state = self.game.new_initial_state()
             # No draw at all without openings: the default's games stay as they were.

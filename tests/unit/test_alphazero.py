@@ -442,12 +442,12 @@ def test_evaluations_against_a_bot_also_play_random_and_the_result_keeps_them(tm
         assert out[key] == rows[1][key]
 
 
-def test_opening_moves_start_games_after_unlearnt_random_moves():
-    """Connect four, opening_moves=2: games begin after 0, 1 or 2 random moves, each
+def test_random_openings_start_games_after_unlearnt_random_moves():
+    """Connect four, random_openings=2: games begin after 0, 1 or 2 random moves, each
     count about a third of the time, every column taken first; the first recorded
     position of a game is the one after its opening (no search chose those moves)."""
     game = pyspiel.load_game("connect_four")
-    cfg = AlphaZeroConfig(num_games=600, num_simulations=1, opening_moves=2)
+    cfg = AlphaZeroConfig(num_games=600, num_simulations=1, random_openings=2)
     moves_made = lambda states: np.array([[len(s.history())] for s in states])  # noqa: E731
     games = SelfPlay(game, moves_made, cfg, np.random.default_rng(0))
     starts = [state.history() for state in games.positions()]
@@ -458,10 +458,10 @@ def test_opening_moves_start_games_after_unlearnt_random_moves():
     assert [int(record[0][0][0]) for record in games.records] == [len(h) for h in starts]
 
 
-def test_no_opening_moves_leaves_every_game_at_the_initial_state():
+def test_no_random_openings_leaves_every_game_at_the_initial_state():
     game = pyspiel.load_game("connect_four")
     games = SelfPlay(game, lambda states: np.zeros((len(states), 1)),
                      AlphaZeroConfig(num_games=8, num_simulations=1), np.random.default_rng(0))
     assert all(state.history() == [] for state in games.positions())
-    with pytest.raises(ValueError, match="opening_moves"):
-        AlphaZeroConfig(opening_moves=-1)
+    with pytest.raises(ValueError, match="random_openings"):
+        AlphaZeroConfig(random_openings=-1)
