@@ -10,8 +10,8 @@ observations: planes of the mover's pieces and the other player's).
 - ``solver``: perfect play on connect four (the BitBully solver and its 12-ply opening
   book, the ``bench`` extra): the fastest win, else a draw, else the slowest loss.
 
-Each bot is pure numpy, with its own random generator (``seed(n)`` resets it), so a ladder
-is repeatable.
+The bots share one random generator (``seed(n)`` resets it), so a ladder is repeatable;
+all but the solver are pure numpy.
 """
 
 from __future__ import annotations
@@ -170,11 +170,13 @@ def column_scores(board: np.ndarray) -> dict[int, int]:
     first = (grid == 1).sum() == (grid == -1).sum()  # equal counts: the mover began
     me, them = (1, 2) if first else (2, 1)  # BitBully numbers the first player 1
     cells = np.where(grid == 1, me, np.where(grid == -1, them, 0))
-    return _solver(bitbully).score_all_moves(bitbully.Board.from_array(cells.tolist()))
+    return _solver().score_all_moves(bitbully.Board.from_array(cells.tolist()))
 
 
 @functools.cache
-def _solver(bitbully):
+def _solver():
+    import bitbully
+
     return bitbully.BitBully("12-ply-dist")  # loading the book takes ~1 s: once
 
 
