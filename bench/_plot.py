@@ -10,12 +10,18 @@ def save(fig, dst: Path) -> None:
     print(dst)
 
 
-def curves(ax, trials: list[dict], style: dict[str, tuple[str, str]], **plot_kw) -> None:
-    """One line per trial's (x, y) curve, coloured and labelled once per system."""
+X_AXES = {"seconds": 0, "env_steps": 1}
+"""A curve point is (seconds since training began, env steps, mean-100 return)."""
+
+
+def curves(ax, trials: list[dict], style: dict[str, tuple[str, str]], x: str = "seconds",
+           **plot_kw) -> None:
+    """One line per trial's curve, return against ``x`` (a key of X_AXES), coloured and
+    labelled once per system."""
     labelled = set()
     for t in trials:
         color, label = style[t["system"]]
-        xs, ys = zip(*t["curve"], strict=True)
+        xs, ys = [p[X_AXES[x]] for p in t["curve"]], [p[2] for p in t["curve"]]
         ax.plot(xs, ys, color=color, alpha=0.8, lw=1.2,
                 label=None if t["system"] in labelled else label, **plot_kw)
         labelled.add(t["system"])

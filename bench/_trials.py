@@ -68,8 +68,8 @@ def per_seed(trials: list[dict], systems: tuple[str, ...]) -> dict:
 
 
 def sb3_stop_at(target: float, full_window: bool = False):
-    """An SB3 callback that records (seconds since training began, mean episode return of
-    the last 100) after each rollout and stops once that mean reaches ``target`` (with
+    """An SB3 callback that records (seconds since training began, env steps, mean episode
+    return of the last 100) after each rollout and stops once that mean reaches ``target`` (with
     ``full_window``, only once 100 episodes are in it)."""
     import time
 
@@ -85,7 +85,7 @@ def sb3_stop_at(target: float, full_window: bool = False):
         def _on_rollout_end(self) -> None:
             buf = self.model.ep_info_buffer
             mean = float(np.mean([e["r"] for e in buf])) if buf else float("nan")
-            self.curve.append((time.perf_counter() - self.t0, mean))
+            self.curve.append((time.perf_counter() - self.t0, self.num_timesteps, mean))
             full = len(buf) == buf.maxlen or not full_window
             self.hit = self.hit or (full and mean >= target)
 

@@ -42,7 +42,7 @@ def run_distrl(seed: int, cap_s: float) -> dict:
         logdir=str(logdir), progress=False, num_torch_threads=1))
     rows = read_jsonl(logdir / "metrics.jsonl")
     eval_s = np.cumsum([x.get("eval/time_s", 0.0) for x in rows])  # excluded, as for SB3
-    curve = [(x["time/total_s"] - e, x["eval/episode_return_mean"])
+    curve = [(x["time/total_s"] - e, x["env/steps_total"], x["eval/episode_return_mean"])
              for x, e in zip(rows, eval_s, strict=True)]
     return {"reached": r["stopped_by"] == "stop_return", "train_s": curve[-1][0],
             "eval_s": float(eval_s[-1]), "env_steps": r["env/steps_total"],
@@ -70,7 +70,8 @@ def run_sb3(seed: int, cap_s: float) -> dict:
                                          deterministic=True, return_episode_rewards=True)
             self.eval_s += time.perf_counter() - e0
             mean = float(np.mean(returns))
-            self.curve.append((time.perf_counter() - self.t0 - self.eval_s, mean))
+            self.curve.append((time.perf_counter() - self.t0 - self.eval_s, self.num_timesteps,
+                               mean))
             self.hit = mean >= TARGET
             return not self.hit and self.curve[-1][0] < cap_s
 

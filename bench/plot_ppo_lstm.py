@@ -1,4 +1,5 @@
-"""Plot mean-100 return vs wall time for every trial of bench/ppo_lstm.py (one task).
+"""Plot mean-100 return against env steps and against wall time for every trial of
+bench/ppo_lstm.py (one task), distrl beside SB3-contrib's RecurrentPPO.
 
     python bench/plot_ppo_lstm.py [bench/out/ppo_lstm_<task>_curves.json] [out.png]
 """
@@ -18,6 +19,8 @@ from _plot import curves, save
 HERE = Path(__file__).parent
 STYLE = {"distrl": ("tab:blue", "distrl LSTM PPO"),
          "distrl_feedforward": ("tab:gray", "distrl feed-forward PPO"),
+         "distrl_full_state": ("tab:green", "distrl, same recipe, velocities seen"),
+         "distrl_full_state_tuned": ("tab:olive", "distrl, full-state env's own entry"),
          "sb3": ("tab:red", "SB3-contrib RecurrentPPO (rl-zoo)")}
 
 
@@ -27,16 +30,19 @@ def main() -> None:
     dst = Path(sys.argv[2]) if len(sys.argv) > 2 else HERE.parent / "docs" / "img" / "ppo_lstm.png"
     trials = json.loads(src.read_text())
     seeds = sorted({t["seed"] for t in trials})
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    curves(ax, [t for t in trials if t["curve"]], STYLE)  # SB3 skips repeat_after
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    drawn = [t for t in trials if t["curve"]]  # SB3 skips repeat_after
     target = next(t["target"] for t in trials if "target" in t)
-    ax.axhline(target, color="gray", ls="--", lw=0.8)
-    ax.set_xlabel("wall-clock seconds since the start of training")
-    ax.set_ylabel("mean return, last 100 episodes")
+    for ax, x, label in ((axes[0], "env_steps", "env steps"),
+                         (axes[1], "seconds", "wall-clock seconds since the start of training")):
+        curves(ax, drawn, STYLE, x=x)
+        ax.axhline(target, color="gray", ls="--", lw=0.8)
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("mean return, last 100 episodes")
+    axes[1].legend(loc="lower right", fontsize=8)
     task = trials[0]["task"] + (f" k={trials[0]['k']}" if trials[0]["k"] else "")
-    ax.set_title(f"{task} to {target:g}, seeds {seeds}, 1 torch thread")
-    ax.legend(loc="lower right")
-    ax.grid(alpha=0.3)
+    fig.suptitle(f"{task} to {target:g}, seeds {seeds}, 1 torch thread")
     save(fig, dst)
 
 

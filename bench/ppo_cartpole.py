@@ -42,7 +42,8 @@ def run_distrl(seed: int, runners: int, logdir: Path) -> dict:
         "setup_s": wall - r["time/total_s"] - r["ray_start_s"],
         "sample_s": sum(x["time/sample_s"] for x in rows),
         "learn_s": sum(x["time/learn_s"] for x in rows),
-        "curve": [(x["time/total_s"], x["env/episode_return_mean"]) for x in rows],
+        "curve": [(x["time/total_s"], x["env/steps_total"], x["env/episode_return_mean"])
+                      for x in rows],
     }
 
 

@@ -103,7 +103,8 @@ def run_distrl(task: str, seed: int, lstm: bool, k: int, budget: int | None,
             "env_steps": r["env/steps_total"], "target": target, "budget": budget,
             "final_return": r["env/episode_return_mean"],
             "det_eval": float(np.mean(det.returns)),
-            "curve": [(x["time/total_s"], x["env/episode_return_mean"]) for x in rows]}
+            "curve": [(x["time/total_s"], x["env/steps_total"], x["env/episode_return_mean"])
+                      for x in rows]}
 
 
 def sb3_model(task: str, seed: int):

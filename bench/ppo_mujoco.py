@@ -21,7 +21,9 @@ trial, the summary last: per env the medians of final return, deterministic eval
 wall time and env steps/s of each system, return_ratio_<env> and time_ratio_<env>
 (distrl in-process / SB3, the wall time per env step where SB3 ran a shorter window), and
 how many tasks distrl's median reaches Tianshou's 1M figure on
-(``tasks_at_tianshou_final_return``, ``tasks_at_tianshou_det_eval``).
+(``tasks_at_tianshou_final_return``, ``tasks_at_tianshou_det_eval``). Every trial, with
+SB3's curve (seconds, env steps, mean-100 return after each rollout), goes to
+bench/out/ppo_mujoco_curves.json for bench/plot_ppo_mujoco.py.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import time
 import zlib
 from pathlib import Path
 
-from _trials import run_trials
+from _trials import run_trials, sb3_stop_at
 
 OUT = Path(__file__).parent / "out"
 SYSTEMS = ("sb3", "distrl", "distrl_ray2")
@@ -129,13 +131,14 @@ def run_sb3(env: str, seed: int, steps: int) -> dict:
     venv = VecNormalize(make_vec_env(env, n_envs=1, seed=seed, env_kwargs=env_kwargs),
                         gamma=zoo.get("gamma", 0.99))
     model = PPO("MlpPolicy", venv, seed=seed, device="cpu", **zoo, policy_kwargs=kwargs)
-    model.learn(total_timesteps=steps)
+    cb = sb3_stop_at(float("inf"))  # never stops: records the curve
+    model.learn(total_timesteps=steps, callback=cb)
     wall = time.perf_counter() - t0
     returns = [e["r"] for e in model.ep_info_buffer]
     venv.training, venv.norm_reward = False, False
     det, _ = evaluate_policy(model, venv, n_eval_episodes=10, deterministic=True)
     return {"final_return": float(np.mean(returns)), "det_eval": float(det), "wall_s": wall,
-            "train_s": wall, "env_steps": model.num_timesteps}
+            "train_s": wall, "env_steps": model.num_timesteps, "curve": cb.curve}
 
 
 def one(system: str, env: str, seed: int, steps: int, threads: int,
@@ -183,6 +186,7 @@ def main() -> None:
     for env in args.envs:
         trials += run_trials(__file__, tuple(args.systems), args.seeds,
                              ["--env", env, "--steps", str(args.steps), *extra])
+    (OUT / "ppo_mujoco_curves.json").write_text(json.dumps(trials))
     print(json.dumps(summary(trials, args.envs, tuple(args.systems))))
 
 
