@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from distrl.core.config import check_positive
+from distrl.core.schedules import ScheduleT, schedule_value, validate_lr_schedule
 from distrl.games.policies import check_opponent
 from distrl.models.config import ModelConfig
 
@@ -44,7 +45,10 @@ class AlphaZeroConfig:
     moves; the network learns the positions after them, which its own openings seldom
     reach and evaluations with random openings start from (docs/alphazero.md)."""
     lr: float = 1e-3
-    """Adam learning rate."""
+    """Adam learning rate (ignored when lr_schedule is set)."""
+    lr_schedule: ScheduleT | None = None
+    """Learning rate as [[moves, value], ...], linearly interpolated over the self-play
+    moves made (all games together), the end values held beyond."""
     grad_clip: float | None = None
     """Clip the global gradient norm to this (None: no clipping, as AlphaZero; 1.0 halved
     the win rate against MCTS on connect four: docs/alphazero.md)."""
@@ -104,6 +108,11 @@ class AlphaZeroConfig:
                 raise ValueError(f"`{name}` ({getattr(self, name)}) exceeds `replay_capacity` "
                                  f"({self.replay_capacity}): no step would ever be taken.")
         check_opponent(self.eval_opponent)
+        if self.lr_schedule is not None:
+            object.__setattr__(self, "lr_schedule", validate_lr_schedule(self.lr_schedule))
         if self.model.use_lstm:
             raise ValueError("AlphaZero searches from positions, not histories: leave "
                              "model.use_lstm off.")
+
+    def lr_at(self, moves: int) -> float:
+        return self.lr if self.lr_schedule is None else schedule_value(self.lr_schedule, moves)

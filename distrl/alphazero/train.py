@@ -84,7 +84,7 @@ class AlphaZeroRun:
         check_turn_visible(search_game(self.env), self.env.observe_states)
         self.device = learner_device(run.device)
         self.model = actor_critic(self.obs_space, self.act_space, self.cfg.model).to(self.device)
-        self.learner = Learner(self.model, self.cfg.lr, self.cfg.grad_clip)
+        self.learner = Learner(self.model, self.cfg.lr_at(0), self.cfg.grad_clip)
         self.replay = Replay(self.cfg.replay_capacity, self.obs_space.shape,
                              int(self.act_space.n), self.obs_space.dtype,
                              average=self.cfg.average_positions)
@@ -135,6 +135,7 @@ class AlphaZeroRun:
             batches = rounds * self.players.size  # num_games moves each
             moves += cfg.num_games * batches
             if self.replay.size >= max(cfg.learning_starts, cfg.train_batch_size):
+                self.learner.set_lr(cfg.lr_at(self.progress.env_steps + moves))
                 losses += [self._update() for _ in range(cfg.updates_per_move * batches)]
         metrics = self.progress.add(moves, np.array(returns, np.float32),
                                     np.array(lengths, np.int64))
@@ -142,6 +143,7 @@ class AlphaZeroRun:
         if losses:
             metrics["learner/policy_loss"] = float(np.mean([p for p, _ in losses]))
             metrics["learner/value_loss"] = float(np.mean([v for _, v in losses]))
+            metrics["learner/lr"] = self.learner.opt.param_groups[0]["lr"]
         every = cfg.eval_interval
         if every and self.progress.iteration % every == 0:
             self.evaluated = self.evaluate()

@@ -48,3 +48,13 @@ def schedule_value(schedule: Schedule, timestep: float) -> float:
     steps = [float(p[0]) for p in schedule]
     values = [float(p[1]) for p in schedule]
     return float(np.interp(timestep, steps, values))
+
+
+def validate_lr_schedule(schedule: Schedule, name: str = "lr_schedule") -> ScheduleT:
+    """validate_schedule, and every learning rate > 0 (Adam cannot step with less)."""
+    sched = validate_schedule(schedule, name)
+    for t, v in sched:
+        if v <= 0:
+            raise ValueError(f"`{name}` value {v} at timestep {t:g} must be > 0: "
+                             "Adam cannot step with a learning rate <= 0.")
+    return sched

@@ -14,7 +14,12 @@ from typing import Annotated, Literal
 import tyro
 
 from distrl.core.config import check_positive
-from distrl.core.schedules import ScheduleT, schedule_value, validate_schedule
+from distrl.core.schedules import (
+    ScheduleT,
+    schedule_value,
+    validate_lr_schedule,
+    validate_schedule,
+)
 from distrl.models.config import ModelConfig
 
 
@@ -86,12 +91,7 @@ class PPOHyperparams:
             if any(v < 0 for _, v in sched):
                 raise ValueError("`entropy_coeff` schedule values must be >= 0.0.")
         if self.lr_schedule is not None:
-            sched = validate_schedule(self.lr_schedule, "lr_schedule")
-            object.__setattr__(self, "lr_schedule", sched)
-            for t, v in sched:
-                if v <= 0:
-                    raise ValueError(f"`lr_schedule` value {v} at timestep {t:g} must be > 0: "
-                                     "Adam cannot step with a learning rate <= 0.")
+            object.__setattr__(self, "lr_schedule", validate_lr_schedule(self.lr_schedule))
         if not 0 <= self.gamma <= 1 or not 0 <= self.lambda_ <= 1:
             raise ValueError(
                 f"`gamma` ({self.gamma}) and `lambda_` ({self.lambda_}) must lie in [0, 1]."

@@ -271,6 +271,8 @@ def test_search_refuses_games_it_cannot_search():
     ({"learning_starts": 10, "replay_capacity": 5}, "no step would ever be taken"),
     ({"train_batch_size": 64, "replay_capacity": 32, "learning_starts": 0},
      r"`train_batch_size` \(64\) exceeds `replay_capacity` \(32\)"),
+    ({"lr_schedule": ((0, 1e-3), (100, 0.0))}, r"`lr_schedule` value 0.0 at timestep 100"),
+    ({"lr_schedule": ((100, 1e-3), (0, 1e-4))}, "strictly increasing"),
 ])
 def test_config_errors_say_what_to_change(fields, message):
     with pytest.raises(ValueError, match=message):
@@ -410,6 +412,19 @@ def test_a_resumed_run_starts_from_the_saved_network_and_optimizer(tmp_path):
     moments = state["optimizer"]["state"]
     assert moments and all(torch.equal(moments[k]["exp_avg"], v["exp_avg"])
                            for k, v in saved["optimizer"]["state"].items())
+
+
+def test_the_learning_rate_follows_its_schedule_over_the_moves_made(tmp_path):
+    config = AlphaZeroConfig(num_games=4, num_simulations=2, moves_per_iteration=16,
+                             learning_starts=8, train_batch_size=8, eval_interval=0,
+                             lr_schedule=((0, 1e-3), (64, 1e-4)))
+    train_alphazero(config, RunConfig(env="openspiel:tic_tac_toe", max_env_steps=64,
+                                      logdir=str(tmp_path), progress=False))
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    # The last steps of each iteration take the rate at its end: 1e-3 less 0.9e-3 per 64
+    # moves. No steps in the first (4 moves a game: no game has ended, the replay is empty).
+    lrs = {r["env/steps_total"]: r["learner/lr"] for r in rows if "learner/lr" in r}
+    assert lrs == pytest.approx({32: 5.5e-4, 48: 3.25e-4, 64: 1e-4})
 
 
 def test_a_run_with_averaged_positions_saves_and_resumes_its_sums(tmp_path):
