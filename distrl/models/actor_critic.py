@@ -76,8 +76,9 @@ class ActorCritic(nn.Module):
         init = cfg.ortho_init
         sizes = [self.obs_dim, *cfg.hiddens]
         vf_sizes = [self.obs_dim, *(cfg.vf_hiddens or cfg.hiddens)]
-        if cfg.vf_share_layers:
-            self.shared = linear_layers(sizes[:-1], sizes[-1], math.sqrt(2), init)
+        if cfg.vf_share_layers:  # no hiddens (an LSTM's input): nothing to share
+            self.shared = (linear_layers(sizes[:-1], sizes[-1], math.sqrt(2), init)
+                           if cfg.hiddens else nn.ModuleList())
             sizes = vf_sizes = sizes[-1:]
         else:
             self.shared = nn.ModuleList()

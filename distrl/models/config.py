@@ -13,7 +13,9 @@ class ModelConfig:
     ``ModelConfig(hiddens=(512,), activation="relu")`` is Nature DQN's network."""
 
     hiddens: tuple[int, ...] = (64, 64)
-    """Hidden layer sizes of the policy (and value) MLP, after the conv stack for images."""
+    """Hidden layer sizes of the policy (and value) MLP, after the conv stack for images.
+    With use_lstm they come before the LSTM, and may be () (the LSTM reads the
+    observation, or the conv features, itself)."""
     activation: Literal["tanh", "relu"] = "tanh"
     """Activation between hidden layers."""
     vf_share_layers: bool = False
@@ -59,6 +61,10 @@ class ModelConfig:
     hiddens and LSTM. Ape-X refuses it."""
     lstm_cell_size: int = 256
     """Hidden and cell size of the LSTM."""
+    lstm_head_hiddens: tuple[int, ...] = ()
+    """Hidden layers between the LSTM and each linear head (): the heads read the LSTM's
+    output, as RLlib's; SB3's RecurrentPPO puts its net_arch here, and hiddens=() with
+    this (64,) is its layout."""
     lstm_use_prev_action: bool = False
     """Feed the previous action (one-hot if discrete) to the LSTM with the features."""
     lstm_use_prev_reward: bool = False
@@ -68,10 +74,15 @@ class ModelConfig:
     sequences also end where episodes do."""
 
     def __post_init__(self) -> None:
-        if not self.hiddens or any(h <= 0 for h in self.hiddens):
+        if (not self.hiddens and not self.use_lstm) or any(h <= 0 for h in self.hiddens):
             raise ValueError(
-                f"`hiddens` {self.hiddens} must be non-empty positive sizes, e.g. (64, 64)."
+                f"`hiddens` {self.hiddens} must be non-empty positive sizes, e.g. (64, 64) "
+                "(() only with use_lstm)."
             )
+        if any(h <= 0 for h in self.lstm_head_hiddens) or (self.lstm_head_hiddens
+                                                          and not self.use_lstm):
+            raise ValueError(f"`lstm_head_hiddens` {self.lstm_head_hiddens} must be positive "
+                             "sizes, and needs use_lstm (without it, add them to hiddens).")
         if self.conv_filters is not None and (
                 not self.conv_filters or any(len(f) != 3 or min(f) <= 0
                                              for f in self.conv_filters)):

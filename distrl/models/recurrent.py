@@ -3,7 +3,8 @@ heads (``ModelConfig.use_lstm``), and LSTMActor, which carries each sub-env's st
 through sampling and evaluation.
 
 Layout: encoder (conv for images) -> hiddens -> [features, previous action one-hot,
-previous reward] -> nn.LSTM(lstm_cell_size) -> linear head. With ``vf_share_layers``
+previous reward] -> nn.LSTM(lstm_cell_size) -> lstm_head_hiddens -> linear head (SB3's
+RecurrentPPO: no hiddens, its net_arch as lstm_head_hiddens). With ``vf_share_layers``
 the policy and value heads read one LSTM; without (the default), the value function
 has its own hiddens and LSTM (SB3's ``enable_critic_lstm``), so the value loss's
 scale cannot swamp the policy's memory. The state is (h, c), each ``[N, state_size]``
@@ -56,12 +57,13 @@ class RecurrentActorCritic(ActorCritic):
         self.vf_lstm = None if cfg.vf_share_layers else nn.LSTM(
             self.vf[-1].in_features + extra, self.cell)
         self.state_size = self.cell * (1 if self.vf_lstm is None else 2)
-        self.pi = linear_layers([self.cell], n_out, 0.01, cfg.ortho_init)
-        self.vf = linear_layers([self.cell], 1, 1.0, cfg.ortho_init)
+        head = [self.cell, *cfg.lstm_head_hiddens]
+        self.pi = linear_layers(head, n_out, 0.01, cfg.ortho_init)
+        self.vf = linear_layers(head, 1, 1.0, cfg.ortho_init)
         if self.dist is DiagGaussian and not cfg.free_log_std:
             nn.init.constant_(self.pi[-1].bias[self.act_dim:], cfg.log_std_init)
-        if self.sde_noise is not None:  # gSDE's features are now the LSTM's outputs
-            self.log_std = self._log_std(self.cell, n_out, cfg)
+        if self.sde_noise is not None:  # gSDE's features are now the heads' last hiddens
+            self.log_std = self._log_std(head[-1], n_out, cfg)
         self._cache_params()
 
     def _cache_params(self) -> None:

@@ -54,18 +54,41 @@ def assert_replays(runner, rollout):
     return rows
 
 
+SB3_LAYOUT = {"hiddens": (), "lstm_head_hiddens": (16,)}
+"""SB3's RecurrentPPO layout: the LSTM reads the observation, hidden layers after it."""
+
+
 @pytest.mark.parametrize("shared", [False, True])
-def test_stored_states_and_sequences_replay_what_the_sampler_computed(shared):
+@pytest.mark.parametrize("layout", [{}, SB3_LAYOUT], ids=["hiddens_first", "lstm_first"])
+def test_stored_states_and_sequences_replay_what_the_sampler_computed(shared, layout):
     """Unrolling the rollout's sequences from their stored states, with the stored
     previous actions and rewards, gives the very outputs the sampler acted with: the
     states are the sampler's, cut where episodes start, never carried over a reset.
     Without shared layers the critic's LSTM state travels beside the policy's."""
-    model = dataclasses.replace(MODEL, vf_share_layers=shared)
+    model = dataclasses.replace(MODEL, vf_share_layers=shared, **layout)
     runner, rollout = sample(lambda: RepeatFirst(length=4), steps=14, model=model)
     assert rollout.state_in.shape[2] == 8 * (1 if shared else 2)
     assert rollout.seq_starts.sum() > 3 * 3  # episodes of 4 and max_seq_len 3 cut often
     rows = assert_replays(runner, rollout)
     assert sorted(rows.tolist()) == list(range(len(rollout.actions)))  # every row once
+
+
+def test_the_sb3_layout_feeds_the_observation_to_the_lstm_and_its_output_to_hidden_layers():
+    env = RepeatFirst(length=4)
+    net = RecurrentActorCritic(env.observation_space, env.action_space,
+                               dataclasses.replace(MODEL, **SB3_LAYOUT))
+    extras = env.action_space.n + 1  # the previous action one-hot and reward
+    assert not net.pi_trunk and not net.vf_trunk
+    assert net.lstm.input_size == net.vf_lstm.input_size == env.observation_space.shape[0] + extras
+    assert [m.in_features for m in net.pi] == [8, 16] and [m.in_features for m in net.vf] == [8, 16]
+    obs = torch.as_tensor(env.observation_space.sample())[None].float()
+    zero = torch.zeros(1)
+    dist_inputs, values, _ = net.step(obs, net.initial_state(1), zero, zero)
+    prev = torch.tensor([[1.0, 0.0, 0.0]])  # action 0 one-hot, reward 0; a zero state
+    h = net.lstm(torch.cat([obs, prev], -1))[0]
+    expected = net.pi[1](torch.tanh(net.pi[0](h)))  # MODEL's activation
+    torch.testing.assert_close(dist_inputs, expected)
+    assert values.shape == (1,)
 
 
 def test_continuous_actions_replay_with_the_previous_action_fed_back():

@@ -46,10 +46,15 @@ def test_ppo_config_errors(kwargs, match):
 
 
 def test_model_config_errors():
-    with pytest.raises(ValueError, match="hiddens"):
+    with pytest.raises(ValueError, match=r"\(\) only with use_lstm"):
         ModelConfig(hiddens=())
     with pytest.raises(ValueError, match="hiddens"):
         ModelConfig(hiddens=(64, 0))
+    with pytest.raises(ValueError, match="needs use_lstm"):
+        ModelConfig(lstm_head_hiddens=(64,))
+    with pytest.raises(ValueError, match="lstm_head_hiddens"):
+        ModelConfig(use_lstm=True, lstm_head_hiddens=(0,))
+    assert ModelConfig(use_lstm=True, hiddens=(), lstm_head_hiddens=(64,)).hiddens == ()
 
 
 @pytest.mark.parametrize("kwargs,match", [
