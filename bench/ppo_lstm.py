@@ -80,7 +80,7 @@ def task_setup(task: str, k: int, budget: int | None, lstm: bool, full_state: st
             if full_state == "tuned":
                 config = tuned(own).for_runners(0)
     if not lstm:
-        config = replace(config, model=replace(config.model, use_lstm=False))
+        config = replace(config, model=config.model.feedforward())
     return config, env, env_config, target, budget
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 
@@ -72,6 +72,12 @@ class ModelConfig:
     max_seq_len: int = 20
     """Training sequences' length: backprop through time is truncated here (RLlib's 20);
     sequences also end where episodes do."""
+
+    def feedforward(self) -> ModelConfig:
+        """This network without its LSTM: the hidden layers before and after it in one
+        MLP (a memory task's control, the same layers but no memory)."""
+        return replace(self, use_lstm=False, hiddens=self.hiddens + self.lstm_head_hiddens,
+                       lstm_head_hiddens=())
 
     def __post_init__(self) -> None:
         if (not self.hiddens and not self.use_lstm) or any(h <= 0 for h in self.hiddens):

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from distrl import RunConfig, train_ppo
+from distrl import ModelConfig, RunConfig, train_ppo
 from distrl.tuned import tuned
 
 pytestmark = pytest.mark.learning
@@ -17,7 +17,7 @@ REPEAT_AFTER = "distrl.core.memory_tasks:RepeatAfter"
 
 def train(lstm: bool, env: str, stop_return: float, budget: int, tmp_path) -> dict:
     config = tuned("stateless_cartpole").for_runners(0)
-    config = replace(config, model=replace(config.model, use_lstm=lstm))
+    config = replace(config, model=config.model if lstm else config.model.feedforward())
     return train_ppo(config, RunConfig(env=env, seed=0, stop_return=stop_return,
                                        max_env_steps=budget, logdir=str(tmp_path / str(lstm)),
                                        progress=False))
@@ -52,12 +52,14 @@ def test_lstm_names_a_cue_16_steps_back_and_a_4_frame_stack_cannot(tmp_path):
     config = replace(tuned("stateless_cartpole").for_runners(0), train_batch_size=8 * 2 * (k + 1),
                      minibatch_size=8 * 2 * (k + 1), num_epochs=20, num_envs_per_env_runner=8,
                      gamma=0.98, lambda_=0.8, lr_schedule=((0, 1e-3), (budget, 1e-5)))
-    model = replace(config.model, max_seq_len=k + 1, lstm_use_prev_action=False,
-                    observation_filter="NoFilter")
+    # A layer of 64 before the LSTM (RLlib's layout): with the stateless entry's SB3
+    # layout (none before, 64 after) seed 0 stayed at chance within the budget.
+    model = ModelConfig(hiddens=(64,), activation="relu", ortho_init=False, use_lstm=True,
+                        lstm_cell_size=64, max_seq_len=k + 1)
     results = {}
     for lstm, stack in ((True, 1), (False, 4)):
         results[lstm] = train_ppo(
-            replace(config, model=replace(model, use_lstm=lstm)),
+            replace(config, model=model if lstm else model.feedforward()),
             RunConfig(env=REPEAT_AFTER, env_config={"k": k, "stack": stack},
                       seed=0, stop_return=0.9, max_env_steps=budget, progress=False,
                       logdir=str(tmp_path / str(lstm))))

@@ -41,7 +41,10 @@ def test_full_state_tuned_runs_that_envs_own_entry_to_the_tasks_bar(task, full_e
 def test_feedforward_control_drops_the_lstm_on_the_memory_task():
     config, env, *_ = ppo_lstm.task_setup("stateless_cartpole", 0, None, False)
     assert env == tuned("stateless_cartpole").env
-    assert not config.model.use_lstm
+    lstm = tuned("stateless_cartpole").config.model
+    # The same layers without the memory: SB3's layout has none before its LSTM.
+    assert not config.model.use_lstm and not config.model.lstm_head_hiddens
+    assert config.model.hiddens == lstm.hiddens + lstm.lstm_head_hiddens == (64,)
 
 
 @pytest.mark.parametrize("system", ["distrl_full_state", "distrl_full_state_tuned"])
