@@ -2,6 +2,7 @@
 RepeatAfter rewards, what a frame stack can see; the tuned recurrent entries build and
 run on a user's own env."""
 
+import json
 from pathlib import Path
 
 import gymnasium as gym
@@ -120,3 +121,17 @@ def test_pendulum_novel_trains_on_a_users_own_wrapper(tmp_path, monkeypatch, cap
           "128", "--minibatch-size", "64", "--num-epochs", "1", "--max-env-steps", "256",
           "--logdir", str(tmp_path), "--no-progress"])
     assert "done (max_env_steps): 256 env steps" in capsys.readouterr().out
+
+
+def test_the_cli_builds_sb3s_layout_and_the_run_evaluates(tmp_path, capsys):
+    """--hiddens with no sizes and --lstm-head-hiddens: the LSTM reads the observation,
+    a layer follows it; the saved run plays `distrl eval` with that network."""
+    main(["train", "ppo", "--env", "distrl.core.memory_tasks:StatelessCartPole", "--use-lstm",
+          "--hiddens", "--lstm-head-hiddens", "16", "--lstm-cell-size", "8",
+          "--num-env-runners", "0", "--num-envs-per-env-runner", "2", "--train-batch-size",
+          "64", "--minibatch-size", "64", "--num-epochs", "1", "--max-env-steps", "128",
+          "--logdir", str(tmp_path), "--no-progress"])
+    model = json.loads((tmp_path / "config.json").read_text())["config"]["model"]
+    assert (model["hiddens"], model["lstm_head_hiddens"]) == ([], [16])
+    main(["eval", str(tmp_path), "--episodes", "2", "--json"])
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["episodes"] == 2
