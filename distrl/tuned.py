@@ -84,7 +84,7 @@ TUNED: dict[str, Tuned] = {
     # ortho init; 8 envs x 32 steps in one minibatch, 20 epochs, lr 1e-3 decaying over
     # the budget, gamma 0.98, lambda 0.8 (the zoo's clip-range decay left out: without it
     # seeds 0-4 did as well). At 100k env steps, seeds 0-4: mean-100 median 399
-    # (deterministic 500 on 4 of 5) in 40-45 s; hiddens before the LSTM (RLlib's
+    # (deterministic 500 on 4 of 5) in 38-45 s; hiddens before the LSTM (RLlib's
     # layout) gave 208 with the same knobs and the clip decay.
     "stateless_cartpole": Tuned(
         env="distrl.core.memory_tasks:StatelessCartPole",
