@@ -8,19 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-from distrl import ApexConfig, ModelConfig, RunConfig, train_apex
 from distrl.tuned import tuned
 
 # Actors and learner run asynchronously: how many env steps it takes depends on timing.
 pytestmark = [pytest.mark.learning, pytest.mark.alone]
-
-
-@pytest.fixture
-def ray_2cpu():
-    ray = pytest.importorskip("ray")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def test_apex_cli_two_shards_reaches_475_and_saves_that_policy(tmp_path):
@@ -51,13 +42,18 @@ def test_apex_cli_two_shards_reaches_475_and_saves_that_policy(tmp_path):
     assert greedy >= 400
 
 
-def test_apex_trains_on_pong_frames_with_two_actors(ray_2cpu, tmp_path):
-    config = ApexConfig(num_workers=2, rollout_fragment_length=50, learning_starts=500,
-                        capacity=4_000, num_replay_buffer_shards=2, train_batch_size=32,
-                        training_intensity=1.0, model=ModelConfig(hiddens=(256,),
-                                                                  activation="relu"))
-    result = train_apex(config, RunConfig(env="ALE/Pong-v5", max_env_steps=3_000,
-                                          logdir=str(tmp_path), progress=False))
+def test_apex_trains_on_pong_frames_with_two_actors(tmp_path):
+    # In a child process, as a user runs it: once, the pytest process that ran this
+    # in process (Ray, ALE and a learner thread in the driver) aborted after the test.
+    train = subprocess.run([
+        sys.executable, "-m", "distrl", "train", "apex", "--env", "ALE/Pong-v5",
+        "--num-workers", "2", "--rollout-fragment-length", "50", "--learning-starts", "500",
+        "--capacity", "4000", "--num-replay-buffer-shards", "2", "--train-batch-size", "32",
+        "--training-intensity", "1.0", "--hiddens", "256", "--activation", "relu",
+        "--max-env-steps", "3000", "--logdir", str(tmp_path), "--json", "--no-progress",
+        "--num-torch-threads", "1"], capture_output=True, text=True, timeout=600)
+    assert train.returncode == 0, train.stderr[-2000:]
+    result = json.loads(train.stdout.strip().splitlines()[-1])
     assert result["env/steps_total"] >= 3_000
     assert result["learner/trained_total"] > 0 and np.isfinite(result["learner/loss"])
     # Frames are stored once: far below two (4, 84, 84) stacks (56,448 bytes).
