@@ -295,8 +295,8 @@ TUNED_ALPHAZERO: dict[str, Tuned] = {
             # of the ladder's games against MCTS 1,000, 0.815-0.835 without.
             value_target_mix=0.5, mirror=True, num_workers=2, random_openings=2,
             # The rate held for the hour's first half, decayed over its second (about 3M
-            # moves on 2 cores): 0.98 / 0.975 against MCTS 1,000 on seeds 0 / 1, 0.955 /
-            # 0.915 at a constant 1e-3.
+            # moves on 2 cores): 0.98 / 0.975 / 0.94 against MCTS 1,000 on seeds 0-2,
+            # 0.955 / 0.915 / 0.91 at a constant 1e-3.
             lr_schedule=((0, 1e-3), (1_500_000, 1e-3), (3_000_000, 1e-4))),
         stop_return=None, env_step_budget=300_000),
 }
