@@ -1,14 +1,11 @@
 """Ape-X learns CartPole from the command line (2 actors, 2 replay shards) within the
 tuned example's env-step budget, and trains on Atari frames without error."""
 
-import json
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from distrl.tuned import tuned
+from tests.cli import distrl_json
 
 # Actors and learner run asynchronously: how many env steps it takes depends on timing.
 pytestmark = [pytest.mark.learning, pytest.mark.alone]
@@ -18,25 +15,20 @@ def test_apex_cli_two_shards_reaches_475_and_saves_that_policy(tmp_path):
     """The user's command line: the tuned entry, 2 actors, its replay over 2 shards, on
     the embedded local Ray; then ``distrl eval`` of what it saved."""
     t = tuned("cartpole", "apex")
-    run = [sys.executable, "-m", "distrl"]
-    train = subprocess.run([
-        *run, "train", "apex", "--tuned", "cartpole", "--env", t.env,
+    result = distrl_json(
+        "train", "apex", "--tuned", "cartpole", "--env", t.env,
         "--num-replay-buffer-shards", "2", "--seed", "0", "--stop-return", "475",
         "--stop-on", "eval", "--evaluation-interval", "1", "--evaluation-duration", "20",
         "--max-env-steps", str(t.env_step_budget), "--logdir", str(tmp_path), "--json",
-        "--num-torch-threads", "1"], capture_output=True, text=True, timeout=600)
-    assert train.returncode == 0, train.stderr[-2000:]
-    result = json.loads(train.stdout.strip().splitlines()[-1])
+        "--num-torch-threads", "1")
     # Seeds 0-2 stopped within 11k-23k env steps (2026-11-28).
     assert result["stopped_by"] == "stop_return", (
         f"greedy mean {result.get('eval/episode_return_mean')} < 475 after "
         f"{result['env/steps_total']} env steps")
     assert result["eval/episodes"] == 20 and result["eval/episode_return_mean"] >= 475
     assert result["env/steps_total"] <= t.env_step_budget + 2_000  # one iteration's overshoot
-    evaluated = subprocess.run([*run, "eval", str(tmp_path), "--episodes", "20", "--json"],
-                               capture_output=True, text=True, timeout=300)
-    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
-    greedy = json.loads(evaluated.stdout.strip().splitlines()[-1])["episode_return_mean"]
+    evaluated = distrl_json("eval", str(tmp_path), "--episodes", "20", "--json", timeout=300)
+    greedy = evaluated["episode_return_mean"]
     # Other episodes of the policy that scored 475: seeds 0-2 gave 493, 471, 463. An
     # earlier or untrained save would score far lower (a random policy: ~22).
     assert greedy >= 400
@@ -45,15 +37,13 @@ def test_apex_cli_two_shards_reaches_475_and_saves_that_policy(tmp_path):
 def test_apex_trains_on_pong_frames_with_two_actors(tmp_path):
     # In a child process, as a user runs it: once, the pytest process that ran this
     # in process (Ray, ALE and a learner thread in the driver) aborted after the test.
-    train = subprocess.run([
-        sys.executable, "-m", "distrl", "train", "apex", "--env", "ALE/Pong-v5",
+    result = distrl_json(
+        "train", "apex", "--env", "ALE/Pong-v5",
         "--num-workers", "2", "--rollout-fragment-length", "50", "--learning-starts", "500",
         "--capacity", "4000", "--num-replay-buffer-shards", "2", "--train-batch-size", "32",
         "--training-intensity", "1.0", "--hiddens", "256", "--activation", "relu",
         "--max-env-steps", "3000", "--logdir", str(tmp_path), "--json", "--no-progress",
-        "--num-torch-threads", "1"], capture_output=True, text=True, timeout=600)
-    assert train.returncode == 0, train.stderr[-2000:]
-    result = json.loads(train.stdout.strip().splitlines()[-1])
+        "--num-torch-threads", "1")
     assert result["env/steps_total"] >= 3_000
     assert result["learner/trained_total"] > 0 and np.isfinite(result["learner/loss"])
     # Frames are stored once: far below two (4, 84, 84) stacks (56,448 bytes).

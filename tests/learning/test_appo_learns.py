@@ -1,25 +1,18 @@
 """APPO learns CartPole from the command line: in process (a sampler thread beside the
 learner) with the tuned entry, and on Ray runners with the defaults."""
 
-import json
-import subprocess
-import sys
-
 import pytest
 
 from distrl.tuned import tuned
+from tests.cli import distrl_json
 
 # Actors and learner run asynchronously: how many env steps it takes depends on timing.
 pytestmark = [pytest.mark.learning, pytest.mark.alone]
 
 
 def train(tmp_path, *flags: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-m", "distrl", "train", "appo", "--env", "CartPole-v1",
-         "--stop-return", "475", "--json", "--no-progress", "--logdir", str(tmp_path / "run"),
-         *flags], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return distrl_json("train", "appo", "--env", "CartPole-v1", "--stop-return", "475", "--json",
+                       "--no-progress", "--logdir", str(tmp_path / "run"), *flags)
 
 
 def test_tuned_appo_reaches_475_in_process(tmp_path):
