@@ -185,7 +185,7 @@ def one(system: str, seed: int, threads: int, task: str, k: int, budget: int) ->
 
 def summary(trials: list[dict]) -> dict:
     # A run that missed counts at its full time: the median then says so honestly.
-    ran = [s for s in SYSTEMS if None not in column(trials, s, "train_s")]
+    ran = [s for s in SYSTEMS if (times := column(trials, s, "train_s")) and None not in times]
     med = {s: statistics.median(column(trials, s, "train_s")) for s in ran}
     steps = {s: statistics.median(column(trials, s, "env_steps")) for s in ran}
     return {
