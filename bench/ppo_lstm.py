@@ -47,8 +47,8 @@ STACK = 4  # the feed-forward control's frame stack on repeat_after
 
 def repeat_after_config(k: int, budget: int):
     """LSTM PPO for RepeatAfter(k): 8 envs x 2 episodes per iteration, each episode one
-    whole training sequence (backprop through all k + 1 steps). Seed 0 reached 0.9 at
-    k=16 in 14k env steps (12 s) and at k=64 in 82k (66 s)."""
+    whole training sequence (backprop through all k + 1 steps). Seeds 0-2 reached 0.9 at
+    k=16 in 8k-20k env steps; at k=64 none in 150k (seed 0 at 154k with a 300k budget)."""
     from distrl import PPOConfig
     from distrl.models.config import ModelConfig
 
