@@ -114,6 +114,14 @@ def test_the_recurrent_tuned_entries_build_at_the_zoo_budget(name, stop):
     assert values.shape == (1,)
 
 
+def test_pendulum_novel_backprops_through_whole_episodes():
+    # Its sequences span an episode (32-step sequences: median -426 against -343).
+    t = tuned("pendulum_novel")
+    episode = gym.make("Pendulum-v1").spec.max_episode_steps
+    assert t.config.model.max_seq_len >= episode
+    assert (t.config.train_batch_size // t.num_envs) % episode == 0  # fragments of whole episodes
+
+
 def test_pendulum_novel_trains_on_a_users_own_wrapper(tmp_path, monkeypatch, capsys):
     monkeypatch.syspath_prepend(str(ENVMODS))
     main(["train", "ppo", "--tuned", "pendulum_novel", "--env", "distrl_pendulum_wrapper:make",
