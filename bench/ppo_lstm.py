@@ -41,36 +41,19 @@ FULL_STATE = {"stateless_cartpole": ("CartPole-v1", "cartpole"),
               "pendulum_novel": ("Pendulum-v1", "pendulum")}
 FULL_STATE_RECIPE = {"distrl_full_state": "same", "distrl_full_state_tuned": "tuned"}
 TASKS = ("stateless_cartpole", "pendulum_novel", "repeat_after")
-REPEAT_AFTER = "distrl.core.memory_tasks:RepeatAfter"
 STACK = 4  # the feed-forward control's frame stack on repeat_after
-
-
-def repeat_after_config(k: int, budget: int):
-    """LSTM PPO for RepeatAfter(k): 8 envs x 2 episodes per iteration, each episode one
-    whole training sequence (backprop through all k + 1 steps). Seeds 0-2 reached 0.9 at
-    k=16 in 8k-20k env steps; at k=64 none in 150k (seed 0 at 154k with a 300k budget)."""
-    from distrl import PPOConfig
-    from distrl.models.config import ModelConfig
-
-    batch = 8 * 2 * (k + 1)
-    return PPOConfig(
-        train_batch_size=batch, minibatch_size=min(batch, 520), num_epochs=20, gamma=0.98,
-        lambda_=0.8, lr_schedule=((0, 1e-3), (budget, 1e-5)), use_kl_loss=False,
-        num_env_runners=0, num_envs_per_env_runner=8,
-        model=ModelConfig(hiddens=(64,), activation="relu", ortho_init=False, use_lstm=True,
-                          lstm_cell_size=64, max_seq_len=k + 1))
 
 
 def task_setup(task: str, k: int, budget: int | None, lstm: bool, full_state: str = ""):
     """(config, env, env_config, threshold, budget) of one distrl trial; ``full_state``:
     on the env with its velocities, with the task's tuned entry ("same") or that env's
     own ("tuned", feed-forward as tuned)."""
-    from distrl.tuned import tuned
+    from distrl.tuned import repeat_after, tuned
 
     if task == "repeat_after":
-        budget = budget or 150_000
-        config, env = repeat_after_config(k, budget), REPEAT_AFTER
-        env_config, target = {"k": k, "stack": 1 if lstm else STACK}, 0.9
+        t = repeat_after(k, budget or 150_000)
+        config, env, target, budget = t.for_runners(0), t.env, t.stop_return, t.env_step_budget
+        env_config = {**t.env_config, "stack": 1 if lstm else STACK}
     else:
         t = tuned(task)
         config, env, env_config, target = t.for_runners(0), t.env, {}, t.stop_return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -61,6 +62,9 @@ class ModelConfig:
     hiddens and LSTM. Ape-X refuses it."""
     lstm_cell_size: int = 256
     """Hidden and cell size of the LSTM."""
+    lstm_forget_bias: float | None = None
+    """Initial bias of the LSTM's forget gate (None: torch's uniform init, about 0). 1.0
+    keeps the cell's contents through long gaps from the start (Jozefowicz et al. 2015)."""
     lstm_head_hiddens: tuple[int, ...] = ()
     """Hidden layers between the LSTM and each linear head (): the heads read the LSTM's
     output, as RLlib's; SB3's RecurrentPPO puts its net_arch here, and hiddens=() with
@@ -97,6 +101,9 @@ class ModelConfig:
         if self.sde_sample_freq < 0 or (self.sde_sample_freq and not self.free_log_std):
             raise ValueError(f"`sde_sample_freq` ({self.sde_sample_freq}) must be >= 0, and "
                              "gSDE (> 0) needs free_log_std=True.")
+        if self.lstm_forget_bias is not None and not math.isfinite(self.lstm_forget_bias):
+            raise ValueError(f"`lstm_forget_bias` ({self.lstm_forget_bias}) must be a finite "
+                             "number (1.0 for long memory) or None (torch's init).")
         if self.lstm_cell_size <= 0 or self.max_seq_len <= 0:
             raise ValueError(f"`lstm_cell_size` ({self.lstm_cell_size}) and `max_seq_len` "
                              f"({self.max_seq_len}) must be > 0.")

@@ -31,6 +31,15 @@ State = tuple[torch.Tensor, torch.Tensor]  # (h, c), each [N, state_size]
 Params = dict[str, torch.Tensor] | None
 
 
+def set_forget_bias(lstm: nn.LSTM, value: float) -> None:
+    """Forget gate's total bias = ``value``: torch adds bias_ih and bias_hh, gates in the
+    order (input, forget, cell, output)."""
+    n = lstm.hidden_size
+    with torch.no_grad():
+        lstm.bias_ih_l0[n:2 * n].fill_(value)
+        lstm.bias_hh_l0[n:2 * n].zero_()
+
+
 class RecurrentActorCritic(ActorCritic):
     """An ActorCritic whose heads read LSTM outputs. ``step`` advances one time step
     for a batch of envs (sampling); ``unroll`` runs padded sequences ``[L, S]`` from their
@@ -57,6 +66,9 @@ class RecurrentActorCritic(ActorCritic):
         self.vf_lstm = None if cfg.vf_share_layers else nn.LSTM(
             self.vf[-1].in_features + extra, self.cell)
         self.state_size = self.cell * (1 if self.vf_lstm is None else 2)
+        if cfg.lstm_forget_bias is not None:
+            for lstm in filter(None, (self.lstm, self.vf_lstm)):
+                set_forget_bias(lstm, cfg.lstm_forget_bias)
         head = [self.cell, *cfg.lstm_head_hiddens]
         self.pi = linear_layers(head, n_out, 0.01, cfg.ortho_init)
         self.vf = linear_layers(head, 1, 1.0, cfg.ortho_init)

@@ -160,3 +160,24 @@ def test_a_recurrent_policy_refuses_a_stateless_call_and_ape_x_refuses_it():
         ApexConfig(model=MODEL)
     with pytest.raises(ValueError, match="max_seq_len"):
         ModelConfig(use_lstm=True, max_seq_len=0)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_forget_bias_sets_the_forget_gate_of_every_lstm_and_nothing_else(shared):
+    space, acts = gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2)
+    cfg = dataclasses.replace(MODEL, vf_share_layers=shared, lstm_forget_bias=1.0)
+    model = RecurrentActorCritic(space, acts, cfg)
+    default = RecurrentActorCritic(space, acts, dataclasses.replace(cfg, lstm_forget_bias=None))
+    n, bound = cfg.lstm_cell_size, 1 / np.sqrt(cfg.lstm_cell_size)  # torch's uniform init
+    lstms = [m for m in (model.lstm, model.vf_lstm) if m is not None]
+    assert len(lstms) == (1 if shared else 2)
+    for lstm in lstms:
+        # The gate sees bias_ih + bias_hh; gates in torch's order (input, forget, cell, output).
+        bias = (lstm.bias_ih_l0 + lstm.bias_hh_l0).detach()
+        torch.testing.assert_close(bias[n:2 * n], torch.ones(n))
+        others = torch.cat([bias[:n], bias[2 * n:]])
+        assert others.abs().max() <= 2 * bound and others.std() > 0
+    default_forget = (default.lstm.bias_ih_l0 + default.lstm.bias_hh_l0)[n:2 * n]
+    assert default_forget.abs().max() <= 2 * bound
+    with pytest.raises(ValueError, match="lstm_forget_bias"):
+        ModelConfig(use_lstm=True, lstm_forget_bias=float("nan"))
