@@ -69,9 +69,9 @@ V3_OBSERVATION = {"include_cfrc_ext_in_observation": False}
 def repeat_after(k: int = 64, budget: int = 150_000) -> Tuned:
     """LSTM PPO for RepeatAfter(k), name the cue seen k steps back: 8 envs x 2 episodes
     per iteration, each episode one whole training sequence (backprop through all k + 1
-    steps), the learning rate decaying over ``budget``, and the forget gate's bias at 1:
-    with torch's init (about 0) no seed of 0-2 reached 0.9 at k=64 in 150k env steps, at 1
-    seeds 0-4 reached it in 26k-94k but seed 4 (0.68, deterministic 0.8)."""
+    steps), the learning rate decaying over ``budget``, and the forget gate's bias at 1.
+    At k=64 with torch's init (about 0) no seed of 0-2 reached 0.9 in 150k env steps; with
+    1 seeds 0-3 reached it in 26k-94k, seed 4 had 0.68 (deterministic 0.8)."""
     batch = 8 * 2 * (k + 1)
     return Tuned(
         env="distrl.core.memory_tasks:RepeatAfter",
