@@ -30,8 +30,9 @@ def runs(out: Path, env: str) -> dict[int, list[dict]]:
     """Seed -> metrics rows of each in-process distrl run of ``env`` under ``out``."""
     found = {}
     for path in sorted(out.glob(f"runs/ppo_{env}_0_*/metrics.jsonl")):
-        seed = int(path.parent.name.rsplit("_", 1)[1])
-        found[seed] = [json.loads(line) for line in path.read_text().splitlines()]
+        seed = path.parent.name.removeprefix(f"ppo_{env}_0_")
+        if seed.isdigit():  # not a variant's folder (another entry, replaced fields)
+            found[int(seed)] = [json.loads(line) for line in path.read_text().splitlines()]
     return found
 
 

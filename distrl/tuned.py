@@ -62,6 +62,11 @@ log-std of -0.5 (with CleanRL's 0 Ant kept falling: mean-100 306 at 1M steps aga
 bounds (the same actions where they are +-1; Humanoid's are +-0.4, where seed 0 went from
 579 to 902 at 1M)."""
 
+TIANSHOU_EXACT = replace(TIANSHOU_PPO, advantage_normalization="none",
+                         recompute_advantages=True)
+"""TIANSHOU_PPO with the two defaults of Tianshou's script it leaves out: advantages in
+(scaled) reward units, not standardized, and recomputed before each epoch."""
+
 V3_OBSERVATION = {"include_cfrc_ext_in_observation": False}
 """Ant-v5's and Humanoid-v5's keyword for the observation their v3 versions gave."""
 
@@ -151,9 +156,16 @@ TUNED: dict[str, Tuned] = {
     # 124k-192k env steps (71-109 s in-process on the reference machine); seed 0 had 911
     # at 300k. bench/ppo_mujoco.py, seeds 0-2 at 300k: median 1,917 vs SB3's 1,003.
     # rl-zoo's SB3 settings in our PPO collapsed after ~110k steps here (829 -> 17).
-    # At 1M (seeds 0-2) mean-100 2,529 / 2,489 / 3,194; TIANSHOU_PPO there: 1,861 / 2,237.
+    # At 1M (seeds 0-2) mean-100 2,529 / 2,489 / 3,194: hopper_1m is the entry for 1M.
     "hopper": Tuned(env="Hopper-v5", config=MUJOCO_PPO, num_envs=4, stop_return=1_000.0,
                     env_step_budget=300_000),
+    # Hopper at the tables' 1M budget: Tianshou's recipe as its script runs it, 8 sub-envs,
+    # advantages not standardized and recomputed before each epoch with the critic being
+    # trained. Seeds 0-2 at 1M: mean-100 3,204 / 2,817 / 3,150 in 340-362 s; TIANSHOU_PPO
+    # (4 sub-envs, standardized advantages computed once) had 1,861 / 2,237 (seeds 0 / 1).
+    # On HalfCheetah this recipe had 5,747 / 3,806 / 4,679 (its own entry 4,847 median).
+    "hopper_1m": Tuned(env="Hopper-v5", config=TIANSHOU_EXACT, num_envs=8,
+                       stop_return=2_609.0, env_step_budget=1_000_000),
     # Walker2d, Ant and Humanoid at the 1M-step budget of the published tables, with
     # their recipe (TIANSHOU_PPO), stopping at Tianshou's 1M figure.
     # bench/ppo_mujoco.py --steps 1000000 measures them. Ant and Humanoid observe no

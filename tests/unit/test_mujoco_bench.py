@@ -52,6 +52,19 @@ def test_set_replaces_top_level_and_model_fields():
         ppo_mujoco.overridden(base, {"lr_schedule.x": 1})
 
 
+def test_hopper_runs_its_1m_entry_from_a_1m_budget():
+    from distrl.tuned import tuned
+
+    assert ppo_mujoco.entry_for("Hopper-v5", 300_000) == "hopper"
+    assert ppo_mujoco.entry_for("Hopper-v5", 1_000_000) == "hopper_1m"
+    assert ppo_mujoco.entry_for("Walker2d-v5", 1_000_000) == "walker2d"
+    exact, recipe = tuned("hopper_1m"), tuned("walker2d")
+    assert exact.config.advantage_normalization == "none"
+    assert exact.config.recompute_advantages and not recipe.config.recompute_advantages
+    assert (exact.num_envs, recipe.num_envs) == (8, 4)
+    assert exact.config.model == recipe.config.model and exact.config.lr == recipe.config.lr
+
+
 def test_a_variant_runs_in_a_folder_of_its_own():
     plain = ppo_mujoco.run_folder("Hopper-v5", 0, 1)
     assert plain.name == "ppo_Hopper-v5_0_1"
