@@ -163,7 +163,6 @@ TUNED: dict[str, Tuned] = {
     # advantages not standardized and recomputed before each epoch with the critic being
     # trained. Seeds 0-2 at 1M: mean-100 3,204 / 2,817 / 3,150 in 340-362 s; TIANSHOU_PPO
     # (4 sub-envs, standardized advantages computed once) had 1,861 / 2,237 (seeds 0 / 1).
-    # On HalfCheetah this recipe had 5,747 / 3,806 / 4,679 (its own entry 4,847 median).
     "hopper_1m": Tuned(env="Hopper-v5", config=TIANSHOU_EXACT, num_envs=8,
                        stop_return=2_609.0, env_step_budget=1_000_000),
     # Walker2d, Ant and Humanoid at the 1M-step budget of the published tables, with
@@ -185,8 +184,9 @@ TUNED: dict[str, Tuned] = {
     # as large. Seeds 0-2 at 300k env steps, in-process: mean-100 returns 4,600/4,760/4,402.
     # 2,048-sample batches gave 3,812/3,830/3,835, 1,024 gave 3,764/4,095/4,199; rl-zoo's
     # exact settings gave 3,047 here (seed 0) where SB3 reached 4,187; MUJOCO_PPO 1,086.
-    # At 1M steps (seed 0) this entry had 5,366; with its lr decaying over the 1M 3,556,
-    # TIANSHOU_PPO 4,759.
+    # At 1M steps (seeds 0-2) this entry had 5,366 / 3,976 / 4,847; hopper_1m's recipe
+    # 5,747 / 3,806 / 4,679 in half the time; seed 0 with its lr decaying over the 1M
+    # 3,556, TIANSHOU_PPO 4,759.
     "halfcheetah": Tuned(
         env="HalfCheetah-v5",
         config=PPOConfig(
