@@ -1,7 +1,9 @@
 """bench/ppo_mujoco.py's summary: medians over seeds, the time ratio per env step (so
 that SB3 may run a shorter window), the return ratio only where both ran the same
-steps, and the count of tasks at Tianshou's 1M figure."""
+steps, and the count of tasks at Tianshou's 1M figure; the entry a budget runs; the
+runs its plot reads."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -76,3 +78,18 @@ def test_a_variant_runs_in_a_folder_of_its_own():
     # The same fields named in another order are the same variant.
     assert (ppo_mujoco.run_folder("Hopper-v5", 0, 1, {"lr": 1e-4, "gamma": 0.9})
             == ppo_mujoco.run_folder("Hopper-v5", 0, 1, {"gamma": 0.9, "lr": 1e-4}))
+
+
+def test_the_plot_reads_each_seeds_default_run_and_skips_variants(tmp_path):
+    pytest.importorskip("matplotlib")
+    import plot_ppo_mujoco
+
+    row = {"env/steps_total": 2048, "env/episode_return_mean": 12.5, "time/total_s": 1.0}
+    for seed, folder in ((1, ppo_mujoco.run_folder("Hopper-v5", 0, 1)),
+                         (9, ppo_mujoco.run_folder("Hopper-v5", 0, 1, entry="walker2d")),
+                         (9, ppo_mujoco.run_folder("Hopper-v5", 0, 1, {"lr": 1e-4}))):
+        path = tmp_path / "runs" / folder.name / "metrics.jsonl"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({**row, "seed": seed}) + "\n")
+    found = plot_ppo_mujoco.runs(tmp_path, "Hopper-v5")
+    assert list(found) == [1] and found[1][0]["seed"] == 1
