@@ -82,8 +82,8 @@ def run_distrl(env: str, seed: int, steps: int, runners: int,
     t0 = time.perf_counter()
     config = overridden(t.for_runners(runners), overrides or {})
     r = train_ppo(config, RunConfig(env=env, env_config=t.env_config, seed=seed,
-                                                    max_env_steps=steps, logdir=str(logdir),
-                                                    progress=False))
+                                    vector_mode=t.vector_mode, max_env_steps=steps,
+                                    logdir=str(logdir), progress=False))
     wall = time.perf_counter() - t0
     det = run_episodes(r["checkpoint"], episodes=10, seed=10_000 + seed)
     return {"final_return": r["env/episode_return_mean"], "det_eval": float(np.mean(det.returns)),

@@ -285,6 +285,7 @@ def _default(name: str | None, algo: str) -> Any:
         return None
     t = tuned(name, algo)
     return COMMANDS[algo](run=RunConfig(env=t.env, env_config=dict(t.env_config),
+                                        vector_mode=t.vector_mode,
                                         stop_return=t.stop_return), config=t.config)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from distrl.alphazero.config import AlphaZeroConfig
 from distrl.apex.config import ApexConfig
 from distrl.appo.config import APPOConfig
+from distrl.core.envs import VectorMode
 from distrl.ddppo.config import DDPPOConfig
 from distrl.league.config import LeagueConfig
 from distrl.league.rules import LeagueRules
@@ -36,6 +37,9 @@ class Tuned:
     env_config: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the env (RunConfig.env_config), e.g. the observation of the
     task version a published table was made on."""
+    vector_mode: VectorMode = "auto"
+    """How each runner steps its sub-envs (RunConfig.vector_mode): "threads" where the
+    env's step releases the GIL (MuJoCo's) and the sampling is the cost."""
 
     def for_runners(self, num_env_runners: int) -> PPOConfig:
         """The tuned PPO config with its sub-envs split over ``num_env_runners`` (0:
@@ -177,7 +181,8 @@ TUNED: dict[str, Tuned] = {
     "ant": Tuned(env="Ant-v5", config=TIANSHOU_PPO, num_envs=4, stop_return=3_258.0,
                  env_step_budget=1_000_000, env_config=V3_OBSERVATION),
     "humanoid": Tuned(env="Humanoid-v5", config=TIANSHOU_PPO, num_envs=4, stop_return=787.0,
-                      env_step_budget=1_000_000, env_config=V3_OBSERVATION),
+                      env_step_budget=1_000_000, env_config=V3_OBSERVATION,
+                      vector_mode="threads"),
     # rl-zoo's HalfCheetah settings (gamma 0.98, lambda 0.92, clip 0.1, 20 epochs, ReLU
     # 256x256, log-std -2, no orthogonal init) with 128-sample minibatches and a learning
     # rate decaying 4e-4 -> 1e-4 over the budget: half of SB3's gradient steps, each twice

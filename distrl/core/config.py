@@ -45,7 +45,9 @@ class RunConfig:
     class or factory env, the only limit there is unless the env ends its episodes."""
     vector_mode: VectorMode = "auto"
     """How a runner steps its sub-envs: auto = the env's native vector implementation if
-    any, else sync; sync = gymnasium's SyncVectorEnv, in the runner's process; async =
+    any, else sync; sync = gymnasium's SyncVectorEnv, in the runner's process; threads =
+    the same, its sub-envs stepped in blocks on one thread a core, for an env whose step
+    releases the GIL (MuJoCo's: identical trajectories, faster); async =
     the envs step while the policy acts: gymnasium's AsyncVectorEnv, one subprocess per
     sub-env, for an env where stepping is the cost; for envpool: envs, two pools of half
     the envs each (an even number), one stepping while the policy acts on the other."""

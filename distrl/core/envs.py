@@ -19,6 +19,7 @@ import numpy as np
 from distrl.core.async_vec import AsyncEnvs, user_errors
 from distrl.core.env_errors import EnvErrors
 from distrl.core.envpool_vec import EnvPoolVector, is_envpool
+from distrl.core.thread_vec import ThreadedVectorEnv
 
 EnvSpec = str | Callable[..., gym.Env]
 """A registered gymnasium id ("CartPole-v1"); "module:EnvId" (gymnasium's convention: the
@@ -27,10 +28,11 @@ which work from the CLI and travel to every Ray node as a string; or, from Pytho
 factory returning an Env. env_config is passed to gym.make or the factory as kwargs."""
 
 
-VectorMode = Literal["auto", "sync", "async"]
+VectorMode = Literal["auto", "sync", "threads", "async"]
 """How sub-envs are stepped: "auto", the env's native vector implementation if it has
-one, else in process (sync); "sync", gymnasium's SyncVectorEnv; "async", gymnasium's
-AsyncVectorEnv, one subprocess per sub-env."""
+one, else in process (sync); "sync", gymnasium's SyncVectorEnv; "threads", in process on
+one thread a core (thread_vec.py); "async", gymnasium's AsyncVectorEnv, one subprocess per
+sub-env."""
 
 ATARI_EXTRA = "pip install 'distrl[atari]'"
 FRAME_STACK = 4
@@ -157,8 +159,10 @@ def make_vec_env(env: EnvSpec, num_envs: int, env_config: dict[str, Any] | None 
     for evaluation). ``max_episode_steps``: every episode is truncated after that many
     steps (gymnasium's TimeLimit). An error raised in the user's env is an EnvError.
     ``vector_mode="async"`` steps each sub-env in a subprocess (VectorMode), for an env
-    whose own stepping is the cost; its errors are EnvErrors too. An ``envpool:`` env is
-    one pool in any mode (for "async", sampling.DoubleBuffered makes two of half size).
+    whose own stepping is the cost; its errors are EnvErrors too; ``"threads"`` steps
+    them in process on one thread a core, for an env that releases the GIL (MuJoCo's).
+    An ``envpool:`` env is one pool in any mode (for "async", sampling.DoubleBuffered
+    makes two of half size).
     """
     try:
         with EnvErrors(env_name(env)), env_config_checked(env, env_config or {}):
@@ -190,7 +194,7 @@ def _make_vec(env: EnvSpec, num_envs: int, kwargs: dict[str, Any], clip_rewards:
     if isinstance(maker, str) and not is_atari(env):
         if max_episode_steps is not None:  # gym.make's (and vector entry points') own
             kwargs = {**kwargs, "max_episode_steps": max_episode_steps}
-        if vector_mode != "async":
+        if vector_mode not in ("async", "threads"):
             native = vector_mode == "auto" and gym.spec(maker).vector_entry_point is not None
             return gym.make_vec(maker, num_envs=num_envs, **kwargs,
                                 vectorization_mode="vector_entry_point" if native else "sync")
@@ -199,8 +203,10 @@ def _make_vec(env: EnvSpec, num_envs: int, kwargs: dict[str, Any], clip_rewards:
         make = (functools.partial(make_atari, env, clip_rewards=clip_rewards, **kwargs)
                 if is_atari(env) else functools.partial(maker, **kwargs))
         make = functools.partial(time_limited, make, max_episode_steps)
-        if vector_mode != "async":
+        if vector_mode not in ("async", "threads"):
             return gym.vector.SyncVectorEnv([make] * num_envs)
+    if vector_mode == "threads":
+        return ThreadedVectorEnv([make] * num_envs)
     return AsyncEnvs([functools.partial(user_errors, make, env_name(env))] * num_envs)
 
 

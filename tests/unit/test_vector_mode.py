@@ -1,5 +1,8 @@
-"""--vector-mode: async sub-envs in subprocesses step as sync ones do, a user env's error
-in one is still one line, and a game run refuses any mode."""
+"""--vector-mode: async sub-envs in subprocesses and threaded ones step as sync ones do, a
+user env's error in one is still one line, and a game run refuses any mode."""
+
+import threading
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -11,6 +14,7 @@ from distrl.apex.roles import DQNLearner
 from distrl.apex.train import make_engine
 from distrl.core.env_errors import EnvError
 from distrl.core.envs import make_vec_env
+from distrl.core.thread_vec import ThreadedVectorEnv
 from distrl.ppo.train import runner_kwargs
 from tests.fakes import BUG_LINE, USER_FILE, with_user_envs
 
@@ -32,11 +36,13 @@ def steps(vec, actions, seed=7):
     return out
 
 
+@pytest.mark.parametrize("mode, kind", [("async", gym.vector.AsyncVectorEnv),
+                                        ("threads", ThreadedVectorEnv)])
 @pytest.mark.parametrize("env", ["CartPole-v1", "distrl_user_envs:countdown"])
-def test_async_sub_envs_step_as_sync_ones_for_the_same_seed(env):
+def test_async_and_threaded_sub_envs_step_as_sync_ones_for_the_same_seed(env, mode, kind):
     actions = np.random.default_rng(0).integers(0, 2, (50, 3))
-    vec = make_vec_env(env, 3, max_episode_steps=20, vector_mode="async")
-    assert isinstance(vec, gym.vector.AsyncVectorEnv)
+    vec = make_vec_env(env, 3, max_episode_steps=20, vector_mode=mode)
+    assert isinstance(vec, kind)
     assert vec.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
     sync = make_vec_env(env, 3, max_episode_steps=20, vector_mode="sync")
     assert isinstance(sync, gym.vector.SyncVectorEnv)
@@ -46,16 +52,60 @@ def test_async_sub_envs_step_as_sync_ones_for_the_same_seed(env):
         np.testing.assert_array_equal(a, b)
 
 
+class Stepped(gym.Env):
+    """A sub-env that records which thread stepped it; the one made with ``fail`` raises
+    on its step, the others take 50 ms, long enough to still run after a fast failure."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,))
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, fail=False):
+        self.fail, self.threads, self.finished = fail, [], 0
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.threads.append(threading.get_ident())
+        if self.fail:
+            raise RuntimeError("broken sub-env")
+        time.sleep(0.05)
+        self.finished += 1
+        return np.zeros(1, np.float32), 1.0, False, False, {"index": action}
+
+
+def test_threads_step_every_other_sub_env_and_merge_infos_in_order():
+    vec = ThreadedVectorEnv([Stepped] * 5, threads=2)
+    vec.reset(seed=0)
+    _, reward, *_, infos = vec.step(np.array([0, 1, 0, 1, 1]))
+    np.testing.assert_array_equal(infos["index"], [0, 1, 0, 1, 1])
+    np.testing.assert_array_equal(reward, np.ones(5))
+    threads = [env.threads[0] for env in vec.envs]
+    here = threading.get_ident()
+    assert threads[0::2] == [here] * 3 and set(threads[1::2]) == {threads[1]} != {here}
+    vec.close()
+
+
+def test_an_error_on_the_calling_thread_leaves_once_the_other_block_is_stepped():
+    vec = ThreadedVectorEnv([lambda: Stepped(fail=True), Stepped], threads=2)
+    vec.reset(seed=0)
+    with pytest.raises(RuntimeError, match="broken sub-env"):
+        vec.step(np.array([0, 0]))
+    assert vec.envs[1].finished == 1  # not still stepping while the error is handled
+    vec.close()
+
+
 def test_auto_keeps_the_native_vector_env_and_sync_does_not():
     auto = make_vec_env("CartPole-v1", 2)
     assert not isinstance(auto, gym.vector.SyncVectorEnv | gym.vector.AsyncVectorEnv)
     auto.close()
 
 
-def test_an_error_in_an_async_sub_env_is_one_line_pointing_at_the_users_line(tmp_path,
-                                                                           capfd):
+@pytest.mark.parametrize("mode", ["async", "threads"])
+def test_an_error_in_an_async_or_threaded_sub_env_is_one_line_pointing_at_the_users_line(
+        tmp_path, capfd, mode):
     run = RunConfig(env="distrl_user_envs:Broken", max_episode_steps=10, max_env_steps=64,
-                    vector_mode="async", logdir=str(tmp_path), progress=False)
+                    vector_mode=mode, logdir=str(tmp_path), progress=False)
     with pytest.raises(EnvError) as raised:
         train_ppo(CFG, run)
     message = str(raised.value)
