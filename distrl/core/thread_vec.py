@@ -73,6 +73,15 @@ class ThreadedVectorEnv(gym.vector.SyncVectorEnv):
                  self._truncations[i], infos[i]) = self.envs[i].step(actions[i])
         return infos
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A checkpoint's copy (sampling.EnvLoop.get_state): the sub-envs, not the pool."""
+        return {**self.__dict__, "pool": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if len(self.blocks) > 1:
+            self.pool = ThreadPoolExecutor(len(self.blocks) - 1, "distrl-env")
+
     def close_extras(self, **kwargs: Any) -> None:
         if self.pool is not None:
             self.pool.shutdown()

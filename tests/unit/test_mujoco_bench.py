@@ -67,6 +67,29 @@ def test_hopper_runs_its_1m_entry_from_a_1m_budget():
     assert exact.config.model == recipe.config.model and exact.config.lr == recipe.config.lr
 
 
+def test_a_trial_runs_its_entrys_env_config_and_vector_mode(monkeypatch):
+    import distrl
+    import distrl.core.evaluation
+    from distrl.tuned import tuned
+
+    runs = []
+
+    def train(config, run):
+        runs.append((config, run))
+        return {"checkpoint": "x", "env/episode_return_mean": 1.0, "time/total_s": 1.0,
+                "env/steps_total": 8}
+
+    monkeypatch.setattr(distrl, "train_ppo", train)
+    monkeypatch.setattr(distrl.core.evaluation, "run_episodes",
+                        lambda *a, **k: type("Eps", (), {"returns": [2.0]}))
+    monkeypatch.setattr(ppo_mujoco, "OUT", Path("/nonexistent/out"))
+    ppo_mujoco.run_distrl("Humanoid-v5", 0, 8, 0)
+    entry = tuned("humanoid")
+    (config, run), = runs
+    assert (run.vector_mode, run.env_config) == (entry.vector_mode, entry.env_config)
+    assert config == entry.for_runners(0)
+
+
 def test_a_variant_runs_in_a_folder_of_its_own():
     plain = ppo_mujoco.run_folder("Hopper-v5", 0, 1)
     assert plain.name == "ppo_Hopper-v5_0_1"

@@ -125,6 +125,14 @@ def test_a_tuned_entry_env_config_goes_with_its_env_only(tmp_path):
     assert given["run"]["env_config"] == {"healthy_reward": 2.0}
 
 
+def test_a_tuned_entry_brings_its_vector_mode_and_a_flag_overrides_it(tmp_path):
+    config, _ = _cli(["train", "ppo", "--tuned", "humanoid", "--print-config"], tmp_path)
+    assert config["run"]["vector_mode"] == tuned("humanoid").vector_mode == "threads"
+    given, _ = _cli(["train", "ppo", "--tuned", "humanoid", "--vector-mode", "sync",
+                     "--print-config"], tmp_path)
+    assert given["run"]["vector_mode"] == "sync"
+
+
 def test_print_config_of_a_resume_merges_the_saved_configs(tmp_path):
     from distrl import PPOConfig, RunConfig, train_ppo
 

@@ -3,6 +3,7 @@ user env's error in one is still one line, and a game run refuses any mode."""
 
 import threading
 import time
+import traceback
 
 import gymnasium as gym
 import numpy as np
@@ -12,8 +13,10 @@ import torch
 from distrl import ApexConfig, LeagueConfig, PPOConfig, RunConfig, train_league, train_ppo
 from distrl.apex.roles import DQNLearner
 from distrl.apex.train import make_engine
+from distrl.core.checkpoint import trusted_loads
 from distrl.core.env_errors import EnvError
 from distrl.core.envs import make_vec_env
+from distrl.core.sampling import EnvLoop
 from distrl.core.thread_vec import ThreadedVectorEnv
 from distrl.ppo.train import runner_kwargs
 from tests.fakes import BUG_LINE, USER_FILE, with_user_envs
@@ -95,6 +98,19 @@ def test_an_error_on_the_calling_thread_leaves_once_the_other_block_is_stepped()
     vec.close()
 
 
+def test_threaded_envs_saved_mid_episode_go_on_as_the_originals_do():
+    actions = np.random.default_rng(1).integers(0, 2, (40, 3))
+    loop = EnvLoop("CartPole-v1", 3, 0, vector_mode="threads")
+    for a in actions[:10]:
+        loop.envs.step(a)
+    copy = trusted_loads(loop.get_state())[0]  # the envs a checkpoint keeps
+    assert isinstance(copy, ThreadedVectorEnv) and copy.pool is not None
+    for a in actions[10:]:
+        np.testing.assert_array_equal(copy.step(a)[0], loop.envs.step(a)[0])
+    copy.close()
+    loop.close()
+
+
 def test_auto_keeps_the_native_vector_env_and_sync_does_not():
     auto = make_vec_env("CartPole-v1", 2)
     assert not isinstance(auto, gym.vector.SyncVectorEnv | gym.vector.AsyncVectorEnv)
@@ -113,7 +129,9 @@ def test_an_error_in_an_async_or_threaded_sub_env_is_one_line_pointing_at_the_us
                               f"division by zero at {USER_FILE}:{BUG_LINE} (in divide); ")
     assert "\n" not in message
     assert "Traceback" not in capfd.readouterr().err  # gymnasium's log of it is not shown
-    assert "in divide" in str(raised.value.__cause__)  # the traceback, for --debug
+    cause = raised.value.__cause__  # the traceback, for --debug: as text from a subprocess
+    shown = str(cause) if mode == "async" else traceback.format_tb(cause.__traceback__)[-1]
+    assert "in divide" in shown
 
 
 def test_runners_of_ppo_and_apex_step_their_envs_as_run_says():
