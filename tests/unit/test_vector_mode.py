@@ -1,9 +1,12 @@
 """--vector-mode: async sub-envs in subprocesses and threaded ones step as sync ones do, a
 user env's error in one is still one line, and a game run refuses any mode."""
 
+import os
+import sys
 import threading
 import time
 import traceback
+from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
@@ -109,6 +112,17 @@ def test_threaded_envs_saved_mid_episode_go_on_as_the_originals_do():
         np.testing.assert_array_equal(copy.step(a)[0], loop.envs.step(a)[0])
     copy.close()
     loop.close()
+
+
+@pytest.mark.parametrize("assigned, blocks", [({"CPU": 1.0}, 1), ({"CPU": 3.0}, 3), ({}, None)])
+def test_threads_take_the_cpus_ray_reserved_for_the_runner(monkeypatch, assigned, blocks):
+    context = SimpleNamespace(get_assigned_resources=lambda: assigned)
+    fake_ray = SimpleNamespace(is_initialized=lambda: True, get_runtime_context=lambda: context)
+    monkeypatch.setitem(sys.modules, "ray", fake_ray)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    vec = ThreadedVectorEnv([Stepped] * 4)
+    assert len(vec.blocks) == (blocks or 2)  # the driver (no CPUs assigned): its cores
+    vec.close()
 
 
 def test_auto_keeps_the_native_vector_env_and_sync_does_not():
