@@ -1,7 +1,8 @@
 """``vector_mode="threads"``: the sub-envs stepped in blocks on threads, one block a core,
 for envs whose step releases the GIL for its bulk. MuJoCo's mj_step does: four Humanoid
-sub-envs step 1.5x as fast on 2 threads as in one, with no pickling or pipes between
-them (a subprocess each, "async", costs more than it saves on envs this small).
+sub-envs step in 0.20 ms a step on 2 threads against 0.27 in one, with no pickling or
+pipes between them (a subprocess each, "async", costs more than it saves on envs this
+small; gymnasium's Python around the physics still takes turns on the GIL).
 
 Each sub-env is stepped by one thread, the blocks write distinct rows, and infos are
 merged in index order afterwards: a run's trajectories are those of "sync", to the bit.
