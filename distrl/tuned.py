@@ -175,7 +175,7 @@ TUNED: dict[str, Tuned] = {
     # contact forces (cfrc_ext), as the tables' v3 tasks did (mujoco >= 2 left them at 0
     # there): with v5's default forces, Ant's seed 0 had 1,459 at 1M, without 3,537
     # (seeds 0-2: median 3,537; Humanoid 902, deterministic 1,095). Humanoid steps its
-    # sub-envs on both cores (threads: the same runs to the bit as sync, 1.2x as fast).
+    # sub-envs on both cores (threads: the same runs to the bit as sync, 1.1-1.2x as fast).
     "walker2d": Tuned(env="Walker2d-v5", config=TIANSHOU_PPO, num_envs=4,
                       stop_return=3_589.0, env_step_budget=1_000_000),
     "ant": Tuned(env="Ant-v5", config=TIANSHOU_PPO, num_envs=4, stop_return=3_258.0,

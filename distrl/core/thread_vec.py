@@ -25,10 +25,11 @@ from gymnasium.vector.utils import concatenate, iterate
 def available_cores() -> int:
     """Cores this process may use: in a Ray actor (an env runner) the CPUs Ray gave it,
     else the process's affinity (which a container may narrow)."""
-    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
-        cpus = sys.modules["ray"].get_runtime_context().get_assigned_resources().get("CPU")
-        if cpus:
-            return max(1, int(cpus))
+    ray = sys.modules.get("ray")  # imported only where Ray runs: a worker imports it first
+    if ray is not None and ray.is_initialized():
+        context = ray.get_runtime_context()
+        if context.worker.mode == ray.WORKER_MODE:  # not the driver, which has none assigned
+            return max(1, int(context.get_assigned_resources().get("CPU", 1)))
     return len(os.sched_getaffinity(0))
 
 

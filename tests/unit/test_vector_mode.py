@@ -114,14 +114,20 @@ def test_threaded_envs_saved_mid_episode_go_on_as_the_originals_do():
     loop.close()
 
 
-@pytest.mark.parametrize("assigned, blocks", [({"CPU": 1.0}, 1), ({"CPU": 3.0}, 3), ({}, None)])
-def test_threads_take_the_cpus_ray_reserved_for_the_runner(monkeypatch, assigned, blocks):
-    context = SimpleNamespace(get_assigned_resources=lambda: assigned)
-    fake_ray = SimpleNamespace(is_initialized=lambda: True, get_runtime_context=lambda: context)
+@pytest.mark.parametrize("mode, assigned, blocks", [(1, {"CPU": 1.0}, 1), (1, {"CPU": 3.0}, 3),
+                                                  (1, {}, 1), (0, {}, 2)])
+def test_threads_take_the_cpus_ray_reserved_for_the_runner(monkeypatch, mode, assigned, blocks):
+    def resources():  # as Ray's: a worker's only
+        assert mode == 1, "only available when the process is a worker"
+        return assigned
+
+    context = SimpleNamespace(worker=SimpleNamespace(mode=mode), get_assigned_resources=resources)
+    fake_ray = SimpleNamespace(is_initialized=lambda: True, get_runtime_context=lambda: context,
+                               WORKER_MODE=1)
     monkeypatch.setitem(sys.modules, "ray", fake_ray)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     vec = ThreadedVectorEnv([Stepped] * 4)
-    assert len(vec.blocks) == (blocks or 2)  # the driver (no CPUs assigned): its cores
+    assert len(vec.blocks) == blocks  # the driver (mode 0): the cores of its affinity
     vec.close()
 
 
