@@ -16,7 +16,7 @@ import torch
 from distrl import ApexConfig, LeagueConfig, PPOConfig, RunConfig, train_league, train_ppo
 from distrl.apex.roles import DQNLearner
 from distrl.apex.train import make_engine
-from distrl.core.checkpoint import trusted_loads
+from distrl.core.checkpoint import Checkpoint, trusted_loads
 from distrl.core.env_errors import EnvError
 from distrl.core.envs import make_vec_env
 from distrl.core.sampling import EnvLoop
@@ -135,6 +135,21 @@ def test_auto_keeps_the_native_vector_env_and_sync_does_not():
     auto = make_vec_env("CartPole-v1", 2)
     assert not isinstance(auto, gym.vector.SyncVectorEnv | gym.vector.AsyncVectorEnv)
     auto.close()
+
+
+def test_a_threaded_run_and_its_resume_train_as_a_sync_run_does(tmp_path):
+    def weights(name, mode, steps, resume=False):
+        run = RunConfig(env="CartPole-v1", vector_mode=mode, max_env_steps=steps, seed=3,
+                        logdir=str(tmp_path / name), progress=False,
+                        resume=str(tmp_path / name) if resume else None)
+        return Checkpoint(train_ppo(CFG, run)["checkpoint"]).policy_weights()
+
+    sync = weights("sync", "sync", 320)
+    weights("threads", "threads", 128)  # saved mid-episode, its envs in the checkpoint
+    resumed = weights("threads", "threads", 320, resume=True)
+    assert sync.keys() == resumed.keys()
+    for k in sync:
+        torch.testing.assert_close(resumed[k], sync[k], rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("mode", ["async", "threads"])
