@@ -67,6 +67,10 @@ class PPOHyperparams:
     """Standardize advantages over the whole train batch (RLlib) or over each minibatch
     (SB3, CleanRL), or not at all (the loss's other terms then weigh against
     advantages in reward units, e.g. a league magnet against chips)."""
+    compile_loss: bool = False
+    """torch.compile each minibatch's forward and loss (feed-forward models, no extra loss
+    terms): fused kernels, less Python a step; the first update compiles for seconds and
+    needs a C++ compiler on CPU. Float rounding differs from eager's."""
     model: ModelConfig = field(default_factory=ModelConfig)
     """Network architecture."""
 

@@ -5,6 +5,7 @@ loss terms (LossTerm), never here: the league's magnet and reweighting are leagu
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -119,6 +120,8 @@ def ppo_update(
     parts_per_epoch = num_minibatches or min(-(-len(batch) // cfg.minibatch_size), units)
     sums: dict[str, torch.Tensor] = {}
     steps = 0
+    compiled = getattr(cfg, "compile_loss", False) and not recurrent and not terms
+    loss_of = _compiled_minibatch_loss() if compiled else minibatch_loss
     for epoch in range(cfg.num_epochs):
         if refresh is not None and epoch > 0:
             batch = refresh(batch)
@@ -127,14 +130,9 @@ def ppo_update(
             if len(idx) == 0:  # DD-PPO: fewer sequences here than the ranks' shared count
                 learner.step(sum(p.sum() for p in learner.params) * 0.0, 0)
                 continue
-            mb, dist_inputs, values = _forward(model, batch, idx, value_loss)
-            if cfg.advantage_normalization == "minibatch" and len(mb) > 1:
-                adv = mb.advantages
-                mb.advantages = (adv - adv.mean()) / (adv.std() + 1e-8)
-            dist_inputs = mask_logits(dist_inputs, mb.action_mask)
-            loss, parts = ppo_loss(dist_inputs, values, mb, cfg, model.dist, kl_coeff,
-                                   entropy_coeff, terms, value_loss)
-            parts.update(learner.step(loss, len(mb)))
+            n, loss, parts = loss_of(model, batch, idx, cfg, kl_coeff, entropy_coeff, terms,
+                                     value_loss)
+            parts.update(learner.step(loss, n))
             for k, v in parts.items():
                 sums[k] = sums.get(k, 0.0) + v
             steps += 1
@@ -145,6 +143,28 @@ def ppo_update(
         metrics["kl"] = float(model.dist.kl(mb.dist_inputs, dist_inputs).mean())
     metrics["explained_variance"] = explained_variance(batch.values, batch.value_targets)
     return metrics
+
+
+def minibatch_loss(model: torch.nn.Module, batch: PPOBatch, idx: torch.Tensor,
+                   cfg: PPOHyperparams, kl_coeff: float, entropy_coeff: float,
+                   terms: Sequence[LossTerm] = (), value_loss: bool = True
+                   ) -> tuple[int, torch.Tensor, dict[str, torch.Tensor]]:
+    """(rows, loss, its parts) of the minibatch ``idx`` of ``batch`` (ppo_loss)."""
+    mb, dist_inputs, values = _forward(model, batch, idx, value_loss)
+    if cfg.advantage_normalization == "minibatch" and len(mb) > 1:
+        adv = mb.advantages
+        mb.advantages = (adv - adv.mean()) / (adv.std() + 1e-8)
+    dist_inputs = mask_logits(dist_inputs, mb.action_mask)
+    loss, parts = ppo_loss(dist_inputs, values, mb, cfg, model.dist, kl_coeff,
+                           entropy_coeff, terms, value_loss)
+    return len(mb), loss, parts
+
+
+@functools.cache
+def _compiled_minibatch_loss() -> Callable:
+    """minibatch_loss compiled once a process (torch.compile keeps a graph per model and
+    shape; recompiles when a guarded float, e.g. an adapting KL coefficient, changes)."""
+    return torch.compile(minibatch_loss, dynamic=False)
 
 
 def _forward(model: torch.nn.Module, batch: PPOBatch, idx: torch.Tensor | None,
