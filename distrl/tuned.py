@@ -174,13 +174,15 @@ TUNED: dict[str, Tuned] = {
     # bench/ppo_mujoco.py --steps 1000000 measures them. Ant and Humanoid observe no
     # contact forces (cfrc_ext), as the tables' v3 tasks did (mujoco >= 2 left them at 0
     # there): with v5's default forces, Ant's seed 0 had 1,459 at 1M, without 3,537
-    # (seeds 0-2: median 3,537; Humanoid 902, deterministic 1,095). Humanoid steps its
-    # sub-envs on both cores (threads: the same runs to the bit as sync, 1.1-1.2x as fast).
+    # (seeds 0-2: median 3,537). Humanoid steps its sub-envs on both cores (threads: the
+    # same runs to the bit as sync, 1.1-1.2x as fast) and compiles its loss: seeds 0-2
+    # mean-100 914 / 865 / 648 in 495-517 s alone (eager: 902 / 865 / 1,095 in 570-618).
     "walker2d": Tuned(env="Walker2d-v5", config=TIANSHOU_PPO, num_envs=4,
                       stop_return=3_589.0, env_step_budget=1_000_000),
     "ant": Tuned(env="Ant-v5", config=TIANSHOU_PPO, num_envs=4, stop_return=3_258.0,
                  env_step_budget=1_000_000, env_config=V3_OBSERVATION),
-    "humanoid": Tuned(env="Humanoid-v5", config=TIANSHOU_PPO, num_envs=4, stop_return=787.0,
+    "humanoid": Tuned(env="Humanoid-v5", config=replace(TIANSHOU_PPO, compile_loss=True),
+                      num_envs=4, stop_return=787.0,
                       env_step_budget=1_000_000, env_config=V3_OBSERVATION,
                       vector_mode="threads"),
     # rl-zoo's HalfCheetah settings (gamma 0.98, lambda 0.92, clip 0.1, 20 epochs, ReLU

@@ -120,7 +120,7 @@ def ppo_update(
     parts_per_epoch = num_minibatches or min(-(-len(batch) // cfg.minibatch_size), units)
     sums: dict[str, torch.Tensor] = {}
     steps = 0
-    compiled = getattr(cfg, "compile_loss", False) and not recurrent and not terms
+    compiled = cfg.compile_loss and not recurrent and not terms
     loss_of = _compiled_minibatch_loss() if compiled else minibatch_loss
     for epoch in range(cfg.num_epochs):
         if refresh is not None and epoch > 0:
