@@ -176,7 +176,7 @@ TUNED: dict[str, Tuned] = {
     # there): with v5's default forces, Ant's seed 0 had 1,459 at 1M, without 3,537
     # (seeds 0-2: median 3,537). Humanoid steps its sub-envs on both cores (threads: the
     # same runs to the bit as sync, 1.1-1.2x as fast) and compiles its loss: seeds 0-2
-    # mean-100 914 / 865 / 648 in 495-517 s alone (eager: 902 / 865 / 1,095 in 570-618).
+    # mean-100 914 / 865 / 648 in 495-551 s alone (eager: 902 / 865 / 1,095 in 570-618).
     "walker2d": Tuned(env="Walker2d-v5", config=TIANSHOU_PPO, num_envs=4,
                       stop_return=3_589.0, env_step_budget=1_000_000),
     "ant": Tuned(env="Ant-v5", config=TIANSHOU_PPO, num_envs=4, stop_return=3_258.0,
