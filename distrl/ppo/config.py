@@ -70,7 +70,10 @@ class PPOHyperparams:
     compile_loss: bool = False
     """torch.compile each minibatch's forward and loss (feed-forward models, no extra loss
     terms): fused kernels, less Python a step; the first update compiles for seconds and
-    needs a C++ compiler on CPU. Float rounding differs from eager's."""
+    needs a C++ compiler on CPU. Float rounding differs from eager's. Coefficients that
+    change between updates (an adapting KL coefficient, an entropy schedule) compile it
+    again each time, and past torch's recompile limit (8) it runs eager: use it with
+    fixed ones (use_kl_loss=False), as the humanoid entry does."""
     model: ModelConfig = field(default_factory=ModelConfig)
     """Network architecture."""
 
