@@ -71,18 +71,24 @@ def padded_index(starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.where(mask, begin[None] + offsets, torch.zeros_like(offsets)), mask
 
 
-def unroll_rows(model: torch.nn.Module, batch: PPOBatch, seqs: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def unroll_rows(model: torch.nn.Module, batch: PPOBatch, seqs: torch.Tensor | None = None,
+                next_obs_loss: bool = False
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """The recurrent model over sequences ``seqs`` (indices; default all) of ``batch``:
     (distribution inputs [n, D], values [n], rows [n]) for their n real rows, in the
-    same order. Padded steps run after each sequence's last one and are dropped, so
-    they reach no output and no loss term."""
+    same order, and with ``next_obs_loss`` the model's auxiliary loss over them (None
+    where it has no such head). Padded steps run after each sequence's last one and are
+    dropped, so they reach no output and no loss term."""
     rows, mask = padded_index(batch.sequences.starts)
     state = batch.sequences.state_in
     if seqs is not None:
         rows, mask, state = rows[:, seqs], mask[:, seqs], state[seqs]
         keep = mask.any(dim=1)  # shorten to the longest chosen sequence
         rows, mask = rows[keep], mask[keep]
-    dist_inputs, values = model.unroll(batch.obs[rows], (state[:, 0], state[:, 1]),
-                                       batch.prev_actions[rows], batch.prev_rewards[rows])
-    return dist_inputs[mask], values[mask], rows[mask]
+    obs = batch.obs[rows]
+    dist_inputs, values, features = model.unroll(obs, (state[:, 0], state[:, 1]),
+                                                 batch.prev_actions[rows],
+                                                 batch.prev_rewards[rows])
+    aux = (model.next_obs_loss(features, obs, batch.actions[rows], mask)
+           if next_obs_loss and model.next_obs is not None else None)
+    return dist_inputs[mask], values[mask], rows[mask], aux

@@ -159,7 +159,7 @@ class LeagueTrainer:
             if batch.sequences is None:
                 logits = self.magnet(batch.obs, value=False)[0]
             else:  # a recurrent magnet replays the batch's sequences (rows come reordered)
-                out, _, rows = unroll_rows(self.magnet, batch)
+                out, _, rows, _ = unroll_rows(self.magnet, batch)
                 logits = torch.empty_like(out).index_copy_(0, rows, out)
             return mask_logits(logits, batch.action_mask)
 

@@ -73,6 +73,13 @@ class ModelConfig:
     """Feed the previous action (one-hot if discrete) to the LSTM with the features."""
     lstm_use_prev_reward: bool = False
     """Feed the previous reward to the LSTM with the features."""
+    lstm_next_obs_loss: float = 0.0
+    """Weight of an auxiliary loss on the policy's LSTM (0: none): a linear head reads
+    the LSTM's output and the action taken and predicts the change to the next
+    observation (standardized per dimension over the minibatch), learned with the
+    policy's loss. It teaches the memory what the observation leaves out (CartPole's
+    velocities) from every step, not only through the returns: an auxiliary task in the
+    sense of Jaderberg et al. 2017. Flat (1-D) observations."""
     max_seq_len: int = 20
     """Training sequences' length: backprop through time is truncated here (RLlib's 20);
     sequences also end where episodes do."""
@@ -81,7 +88,7 @@ class ModelConfig:
         """This network without its LSTM: the hidden layers before and after it in one
         MLP (a memory task's control, the same layers but no memory)."""
         return replace(self, use_lstm=False, hiddens=self.hiddens + self.lstm_head_hiddens,
-                       lstm_head_hiddens=())
+                       lstm_head_hiddens=(), lstm_next_obs_loss=0.0)
 
     def __post_init__(self) -> None:
         if (not self.hiddens and not self.use_lstm) or any(h <= 0 for h in self.hiddens):
@@ -104,6 +111,10 @@ class ModelConfig:
         if self.lstm_forget_bias is not None and not math.isfinite(self.lstm_forget_bias):
             raise ValueError(f"`lstm_forget_bias` ({self.lstm_forget_bias}) must be a finite "
                              "number (1.0 for long memory) or None (torch's init).")
+        if not (math.isfinite(self.lstm_next_obs_loss) and self.lstm_next_obs_loss >= 0) or (
+                self.lstm_next_obs_loss and not self.use_lstm):
+            raise ValueError(f"`lstm_next_obs_loss` ({self.lstm_next_obs_loss}) must be a "
+                             "finite weight >= 0, and > 0 needs use_lstm.")
         if self.lstm_cell_size <= 0 or self.max_seq_len <= 0:
             raise ValueError(f"`lstm_cell_size` ({self.lstm_cell_size}) and `max_seq_len` "
                              f"({self.max_seq_len}) must be > 0.")

@@ -76,6 +76,13 @@ class RecurrentActorCritic(ActorCritic):
             nn.init.constant_(self.pi[-1].bias[self.act_dim:], cfg.log_std_init)
         if self.sde_noise is not None:  # gSDE's features are now the heads' last hiddens
             self.log_std = self._log_std(head[-1], n_out, cfg)
+        # Built last, so that without it every other layer draws the same initial weights.
+        self.next_obs, self.next_obs_weight = None, cfg.lstm_next_obs_loss
+        if self.next_obs_weight > 0:
+            if len(getattr(obs_space, "shape", None) or ()) != 1:
+                raise ValueError(f"`lstm_next_obs_loss` predicts flat observations; this env's "
+                                 f"are {obs_space}. Set it to 0.")
+            self.next_obs = nn.Linear(self.cell + self.act_dim, obs_space.shape[0])
         self._cache_params()
 
     def _cache_params(self) -> None:
@@ -114,9 +121,9 @@ class RecurrentActorCritic(ActorCritic):
                 for layers, act in trunks]
 
     def _run(self, inputs: list[torch.Tensor], state: State, params: Params
-             ) -> tuple[torch.Tensor, torch.Tensor, State]:
+             ) -> tuple[torch.Tensor, torch.Tensor, State, torch.Tensor]:
         """The LSTMs over ``[L, S, F]`` inputs from ``state``: (distribution inputs,
-        values, final state)."""
+        values, final state, the policy LSTM's outputs)."""
         outs, hs, cs = [], [], []
         lstms = [(n, m) for n, m in (("lstm", self.lstm), ("vf_lstm", self.vf_lstm))
                  if m is not None]
@@ -131,7 +138,7 @@ class RecurrentActorCritic(ActorCritic):
             hs.append(h[0])
             cs.append(c[0])
         dist_inputs, values = self.heads(outs[0], params, vf_h=outs[-1])
-        return dist_inputs, values, (torch.cat(hs, dim=-1), torch.cat(cs, dim=-1))
+        return dist_inputs, values, (torch.cat(hs, dim=-1), torch.cat(cs, dim=-1)), outs[0]
 
     def step(self, obs: torch.Tensor, state: State, prev_actions: torch.Tensor,
              prev_rewards: torch.Tensor, params: Params = None
@@ -140,17 +147,34 @@ class RecurrentActorCritic(ActorCritic):
         ``params`` (state_dict names -> tensors) replaces the module's own weights, as in
         ActorCritic.forward."""
         inputs = [x[None] for x in self._core_inputs(obs, prev_actions, prev_rewards, params)]
-        dist_inputs, values, state = self._run(inputs, state, params)
+        dist_inputs, values, state, _ = self._run(inputs, state, params)
         return dist_inputs[0], values[0], state
 
     def unroll(self, obs: torch.Tensor, state: State, prev_actions: torch.Tensor,
-               prev_rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+               prev_rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sequences ``[L, S, ...]`` from initial states ``[S, state_size]``: (distribution
-        inputs [L, S, D], values [L, S]). Padding after a sequence's end cannot reach its
-        steps (it comes later in time); the caller drops the padded rows."""
+        inputs [L, S, D], values [L, S], the policy LSTM's outputs [L, S, cell]). Padding
+        after a sequence's end cannot reach its steps (it comes later in time); the
+        caller drops the padded rows."""
         inputs = self._core_inputs(obs, prev_actions, prev_rewards, None)
-        dist_inputs, values, _ = self._run(inputs, state, None)
-        return dist_inputs, values
+        dist_inputs, values, _, features = self._run(inputs, state, None)
+        return dist_inputs, values, features
+
+    def next_obs_loss(self, features: torch.Tensor, obs: torch.Tensor, actions: torch.Tensor,
+                      mask: torch.Tensor) -> torch.Tensor:
+        """The auxiliary loss of ``lstm_next_obs_loss`` (unweighted) over padded sequences
+        ``[L, S]`` (``mask``: real steps): the mean squared error of the head's guess, from
+        the LSTM's output and the action at t, of obs[t + 1] - obs[t], standardized per
+        dimension. Pairs are consecutive real steps of one sequence, so of one episode."""
+        pair = mask[:-1] & mask[1:]
+        if pair.sum() < 2:  # too few pairs to standardize over
+            return features.sum() * 0.0
+        a = actions[:-1][pair]
+        a = F.one_hot(a.long(), self.act_dim) if self.discrete_act else a
+        delta = (obs[1:] - obs[:-1])[pair].to(features.dtype)
+        target = (delta - delta.mean(0)) / (delta.std(0) + 1e-6)
+        guess = self.next_obs(torch.cat([features[:-1][pair], a.to(features.dtype)], dim=-1))
+        return F.mse_loss(guess, target)
 
 
 class LSTMActor:

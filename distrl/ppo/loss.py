@@ -138,7 +138,7 @@ def ppo_update(
             steps += 1
     metrics = {k: float(v) / steps for k, v in sums.items()}
     with torch.no_grad():
-        mb, dist_inputs, _ = _forward(model, batch, None, value=False)
+        mb, dist_inputs, _, _ = _forward(model, batch, None, value=False)
         dist_inputs = mask_logits(dist_inputs, mb.action_mask)
         metrics["kl"] = float(model.dist.kl(mb.dist_inputs, dist_inputs).mean())
     metrics["explained_variance"] = explained_variance(batch.values, batch.value_targets)
@@ -149,14 +149,18 @@ def minibatch_loss(model: torch.nn.Module, batch: PPOBatch, idx: torch.Tensor,
                    cfg: PPOHyperparams, kl_coeff: float, entropy_coeff: float,
                    terms: Sequence[LossTerm] = (), value_loss: bool = True
                    ) -> tuple[int, torch.Tensor, dict[str, torch.Tensor]]:
-    """(rows, loss, its parts) of the minibatch ``idx`` of ``batch`` (ppo_loss)."""
-    mb, dist_inputs, values = _forward(model, batch, idx, value_loss)
+    """(rows, loss, its parts) of the minibatch ``idx`` of ``batch`` (ppo_loss, with a
+    recurrent model's auxiliary next-observation loss where it has one)."""
+    mb, dist_inputs, values, aux = _forward(model, batch, idx, value_loss, next_obs_loss=True)
     if cfg.advantage_normalization == "minibatch" and len(mb) > 1:
         adv = mb.advantages
         mb.advantages = (adv - adv.mean()) / (adv.std() + 1e-8)
     dist_inputs = mask_logits(dist_inputs, mb.action_mask)
     loss, parts = ppo_loss(dist_inputs, values, mb, cfg, model.dist, kl_coeff,
                            entropy_coeff, terms, value_loss)
+    if aux is not None:
+        loss = loss + model.next_obs_weight * aux
+        parts["next_obs_loss"] = aux.detach()
     return len(mb), loss, parts
 
 
@@ -168,15 +172,17 @@ def _compiled_minibatch_loss() -> Callable:
 
 
 def _forward(model: torch.nn.Module, batch: PPOBatch, idx: torch.Tensor | None,
-             value: bool = True) -> tuple[PPOBatch, torch.Tensor, torch.Tensor]:
-    """(minibatch, distribution inputs, values) of rows ``idx`` (sequences, for a
-    recurrent batch; None: all); ``value=False``: a feed-forward model skips its value
-    head (zeros)."""
+             value: bool = True, next_obs_loss: bool = False
+             ) -> tuple[PPOBatch, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(minibatch, distribution inputs, values, auxiliary loss or None) of rows ``idx``
+    (sequences, for a recurrent batch; None: all); ``value=False``: a feed-forward
+    model skips its value head (zeros); ``next_obs_loss``: a recurrent model's own
+    (unroll_rows)."""
     if batch.sequences is None:
         mb = batch if idx is None else batch.index(idx)
-        return (mb, *model(mb.obs, value=value))
-    dist_inputs, values, rows = unroll_rows(model, batch, idx)
-    return batch.index(rows), dist_inputs, values
+        return (mb, *model(mb.obs, value=value), None)
+    dist_inputs, values, rows, aux = unroll_rows(model, batch, idx, next_obs_loss)
+    return batch.index(rows), dist_inputs, values, aux
 
 
 

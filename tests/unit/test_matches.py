@@ -163,7 +163,7 @@ def test_a_recurrent_policy_keeps_a_state_per_game_and_seat_that_training_replay
         assert rollout.seq_starts.sum() > rollout.size / 3  # episodes are cut every 3 moves
         b = PPOBatch.from_rollout(rollout)
         with torch.no_grad():
-            dist_inputs, values, rows = unroll_rows(module, b)
+            dist_inputs, values, rows, _ = unroll_rows(module, b)
         torch.testing.assert_close(mask_logits(dist_inputs, b.action_mask[rows]),
                                    b.dist_inputs[rows], rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(values, b.values[rows], rtol=1e-5, atol=1e-5)

@@ -48,7 +48,7 @@ def assert_replays(runner, rollout):
     sampler acted with; returns the rows unrolled."""
     batch = PPOBatch.from_rollout(rollout)
     with torch.no_grad():
-        dist_inputs, values, rows = unroll_rows(runner.model, batch)
+        dist_inputs, values, rows, _ = unroll_rows(runner.model, batch)
     torch.testing.assert_close(dist_inputs, batch.dist_inputs[rows], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(values, batch.values[rows], rtol=1e-5, atol=1e-5)
     return rows
@@ -121,7 +121,7 @@ def test_padding_reaches_no_loss_term():
     cfg = PPOHyperparams(model=MODEL)
     model, chosen = runner.model, torch.arange(1, 5)
     with torch.no_grad():
-        dist_inputs, values, rows = unroll_rows(model, batch, chosen)
+        dist_inputs, values, rows, _ = unroll_rows(model, batch, chosen)
         # Naive reference: each chosen sequence stepped alone from its stored state.
         all_rows, mask = padded_index(batch.sequences.starts)
         assert (~mask[:, chosen]).any()  # there is padding among them
@@ -137,7 +137,7 @@ def test_padding_reaches_no_loss_term():
         ref_values = torch.stack([ref[r][1] for r in rows.tolist()])
         torch.testing.assert_close(dist_inputs, ref_inputs, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(values, ref_values, rtol=1e-5, atol=1e-5)
-        mb, fwd_inputs, fwd_values = _forward(model, batch, chosen)
+        mb, fwd_inputs, fwd_values, _ = _forward(model, batch, chosen)
         loss, _ = ppo_loss(fwd_inputs, fwd_values, mb, cfg, model.dist, 0.2, 0.01)
         ref_loss, _ = ppo_loss(ref_inputs, ref_values, batch.index(rows), cfg, model.dist,
                                0.2, 0.01)
@@ -145,7 +145,7 @@ def test_padding_reaches_no_loss_term():
         # Padded steps read row 0 (sequence 0's, not chosen): garbage there changes nothing.
         batch.obs = batch.obs.clone()
         batch.obs[0] = 1e6
-        again, values_again, _ = unroll_rows(model, batch, chosen)
+        again, values_again, _, _ = unroll_rows(model, batch, chosen)
         torch.testing.assert_close(again, dist_inputs)
         torch.testing.assert_close(values_again, values)
 
