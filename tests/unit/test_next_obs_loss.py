@@ -12,7 +12,7 @@ import torch
 
 from distrl import ModelConfig
 from distrl.core.memory_tasks import StatelessCartPole
-from distrl.core.sequences import padded_index, unroll_rows
+from distrl.core.sequences import unroll_rows
 from distrl.core.types import PPOBatch
 from distrl.models.recurrent import RecurrentActorCritic
 from distrl.ppo.config import PPOHyperparams
@@ -29,13 +29,15 @@ def sampled_batch(model=MODEL, steps=40, seed=0):
     return runner.model, PPOBatch.from_rollout(runner.sample(steps))
 
 
-def loop_reference(model, batch):
-    """Each sequence alone, from its stored state; every pair of consecutive steps in it:
-    the head's guess from the LSTM's output and action at t against obs[t+1] - obs[t],
-    standardized per dimension over all pairs."""
+def loop_reference(model, batch, seqs=None):
+    """Each sequence (of ``seqs``; default all) alone, from its stored state; every pair
+    of consecutive steps in it: the head's guess from the LSTM's output and action at t
+    against obs[t+1] - obs[t], standardized per dimension over all pairs."""
     starts = [*torch.nonzero(batch.sequences.starts).squeeze(1).tolist(), len(batch)]
     inputs, targets = [], []
     for s, (begin, end) in enumerate(itertools.pairwise(starts)):
+        if seqs is not None and s not in seqs:
+            continue
         rows = torch.arange(begin, end)[:, None]
         state = batch.sequences.state_in[s:s + 1]
         _, _, features = model.unroll(batch.obs[rows], (state[:, 0], state[:, 1]),
@@ -59,9 +61,13 @@ def test_the_loss_is_the_error_over_consecutive_steps_of_each_sequence():
         expected, pairs = loop_reference(model, batch)
     assert pairs == len(batch) - int(batch.sequences.starts.sum())
     assert float(loss) == pytest.approx(expected, rel=1e-5)
-    # The same over a minibatch of sequences, which the padded layout shortens.
-    _, mask = padded_index(batch.sequences.starts)
-    assert mask.shape[0] == MODEL.max_seq_len
+    # The same over a minibatch of sequences (every other one), padded to its longest.
+    chosen = torch.arange(0, int(batch.sequences.starts.sum()), 2)
+    with torch.no_grad():
+        _, _, _, part = unroll_rows(model, batch, chosen, next_obs_loss=True)
+        expected_part, _ = loop_reference(model, batch, set(chosen.tolist()))
+    assert float(part) == pytest.approx(expected_part, rel=1e-5)
+    assert float(part) != pytest.approx(float(loss), rel=1e-3)
     with torch.no_grad():
         _, _, _, none = unroll_rows(model, batch)
     assert none is None
