@@ -132,10 +132,11 @@ TUNED: dict[str, Tuned] = {
     # settings (gamma 0.9, lambda 0.95, lr 1e-3, 10 epochs, ReLU, LSTM 64, no ortho init,
     # observations and rewards normalized, gSDE redrawn every 4 steps, 4 envs x 1,000
     # steps, 128-sample minibatches, log-std 0), backprop through whole 200-step episodes
-    # (SB3-contrib's minibatches are 128-step runs of one env). Seeds 0-4 at 100k env
-    # steps: median mean-100 return -343, deterministic -194 (sequences of 32: -426 and
-    # -265; of 128: -383 and -214; seed 0 without gSDE: -816). rl-zoo's exact layout and
-    # rewards here: -747. rl-zoo reports -218 at 100k; its settings in SB3-contrib -287.
+    # (SB3-contrib's minibatches are 128-step runs of one env), and the next-observation
+    # loss. Seeds 0-4 at 100k env steps, without that loss: median mean-100 return -343,
+    # deterministic -194 (with it: -310 and -165; sequences of 32: -426 and -265; of 128:
+    # -383 and -214; seed 0 without gSDE: -816). rl-zoo's exact layout and rewards here:
+    # -747. rl-zoo reports -218 at 100k; its settings in SB3-contrib -287.
     "pendulum_novel": Tuned(
         env="distrl.core.memory_tasks:PendulumNoVel",
         config=PPOConfig(
@@ -143,7 +144,8 @@ TUNED: dict[str, Tuned] = {
             lambda_=0.95, use_kl_loss=False, normalize_rewards=True,
             model=ModelConfig(hiddens=(64,), activation="relu", ortho_init=False, use_lstm=True,
                               lstm_cell_size=64, max_seq_len=200, lstm_use_prev_action=True,
-                              observation_filter="MeanStdFilter", sde_sample_freq=4),
+                              observation_filter="MeanStdFilter", sde_sample_freq=4,
+                              lstm_next_obs_loss=1.0),
         ),
         num_envs=4, stop_return=-200.0, env_step_budget=100_000,
     ),
