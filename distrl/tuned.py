@@ -133,9 +133,9 @@ TUNED: dict[str, Tuned] = {
     # observations and rewards normalized, gSDE redrawn every 4 steps, 4 envs x 1,000
     # steps, 128-sample minibatches, log-std 0), backprop through whole 200-step episodes
     # (SB3-contrib's minibatches are 128-step runs of one env), and the next-observation
-    # loss. Seeds 0-4 at 100k env steps, without that loss: median mean-100 return -343,
-    # deterministic -194 (with it: -310 and -165; sequences of 32: -426 and -265; of 128:
-    # -383 and -214; seed 0 without gSDE: -816). rl-zoo's exact layout and rewards here:
+    # loss. Seeds 0-4 at 100k env steps: median mean-100 return -310, deterministic -165.
+    # Without the loss -343 and -194; without it, sequences of 32: -426 and -265, of 128:
+    # -383 and -214; seed 0 without gSDE: -816. rl-zoo's exact layout and rewards here:
     # -747. rl-zoo reports -218 at 100k; its settings in SB3-contrib -287.
     "pendulum_novel": Tuned(
         env="distrl.core.memory_tasks:PendulumNoVel",
