@@ -6,7 +6,8 @@ version once to a store of the run's own, which keeps one copy per node; a runne
 the newest version from its node's store as it starts a fragment, so a request queued
 before a publish still acts with the newest weights. A runner that dies or hangs is
 replaced by the Supervisor; only its fragment in progress is lost (sampled again), never
-one the learner was given.
+one the learner was given. A store that dies is rebuilt with the newest weights (RunStore)
+while the runners wait for it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from distrl.runtime.supervisor import (
     last_line,
 )
 from distrl.store.policy_cache import FlatLayout, PolicySpec, flatten_arrays
-from distrl.store.remote import PolicyReader, own_store, wait
+from distrl.store.remote import PolicyReader, RunStore
 
 POLICY_ID = "appo"
 
@@ -37,7 +38,7 @@ POLICY_ID = "appo"
 class StoreRunner:
     """PPO's EnvRunner acting with the newest weights of its node's policy store."""
 
-    def __init__(self, head: Any, **runner_kwargs: Any):
+    def __init__(self, head: str, **runner_kwargs: Any):
         self.runner = EnvRunner(**runner_kwargs)  # first: a user env's error is the one shown
         self.model_config = runner_kwargs["model"]
         self.layout = FlatLayout.of(self.runner.model)
@@ -68,36 +69,30 @@ class RaySampler(SupervisedGroup):
 
     def __init__(self, make_kwargs: MakeKwargs, num_runners: int, num_cpus: float,
                  run: RunConfig, steps_per_env: int, max_queued: int):
-        self.store = own_store()
+        self.store = RunStore(run.max_restarts)
         try:
             self.sup = Supervisor("env_runners", StoreRunner,
                                   lambda i, restart: {**make_kwargs(i, restart),
-                                                      "head": self.store},
+                                                      "head": self.store.name},
                                   num_runners, max_restarts=run.max_restarts,
                                   call_timeout_s=run.actor_timeout_s,
                                   resources={"num_cpus": num_cpus},
                                   placement_strategy=run.placement_strategy)
             self.spec = self.sup.call_all(lambda i, a: a.spec.remote(), [0])[0]
         except BaseException:
-            ray.kill(self.store)
+            self.store.close()
             raise
         self.steps_per_env, self.max_queued = steps_per_env, max_queued
         self.timeout_s = run.actor_timeout_s
         self.inflight: dict[ray.ObjectRef, tuple[int, float]] = {}  # ref: (slot, started)
         self.ready: deque[Fragment] = deque()
         self.version: int | None = None  # the newest published
-        self._publishing: ray.ObjectRef | None = None
 
     def publish(self, weights: Weights, version: int) -> None:
-        """Hand ``version`` to the store without waiting for it (this driver's calls
-        reach the store in order; the previous one's error is raised here). The first
-        is waited for: every request then finds weights."""
-        if self._publishing is not None:
-            wait(self._publishing, "publish weights")
-        self._publishing = self.store.publish.remote(POLICY_ID, flatten_arrays(weights),
-                                                     self.spec, version)
-        if self.version is None:
-            wait(self._publishing, "publish weights")
+        """Hand ``version`` to the store without waiting for it. The first is waited
+        for: every request then finds weights."""
+        self.store.publish(POLICY_ID, flatten_arrays(weights), self.spec, version,
+                           block=self.version is None)
         self.version = version
         self._launch()
 
@@ -123,9 +118,12 @@ class RaySampler(SupervisedGroup):
         self.ready.extendleft(reversed(pending))
         self._launch()
 
+    def metrics(self) -> dict[str, float]:
+        return {**self.sup.metrics(), **self.store.metrics()}
+
     def close(self) -> None:
         try:
-            ray.kill(self.store)  # its followers and the weights go with it
+            self.store.close()
         finally:
             super().close()
 
@@ -150,6 +148,7 @@ class RaySampler(SupervisedGroup):
         done, _ = ray.wait(list(self.inflight), num_returns=1, timeout=0.1)
         for ref in done:
             self._handle(ref)
+        self.store.check()  # runners wait for a lost store while this rebuilds it
         self._check_hung()
 
     def _handle(self, ref: ray.ObjectRef) -> None:
@@ -168,8 +167,10 @@ class RaySampler(SupervisedGroup):
                 self._replace(slot, Fault(f"hung: no answer within {self.timeout_s:g} s", True))
 
     def _replace(self, slot: int, fault: Fault) -> None:
-        """A new actor for ``slot``; the calls queued on the old one go with it."""
+        """A new actor for ``slot``; the calls queued on the old one go with it. The
+        store is rebuilt first if it died too: the new actor starts by reading it."""
         for ref, (s, _) in list(self.inflight.items()):
             if s == slot:
                 del self.inflight[ref]
+        self.store.ensure()
         self.sup.replace(slot, fault)

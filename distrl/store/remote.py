@@ -8,12 +8,18 @@ head: publishes go to it, and it forwards them to the other nodes' stores, which
 creates on demand, pinned to their node, when a runner there first asks. The head owns
 every weight object (they outlive their publisher) and there is one head per Ray
 namespace, so runs sharing a cluster do not see each other's policies.
+
+A store that dies is rebuilt on its node by its driver: the league's (DistributedLearners.
+heal) is refilled by its learners and the driver's frozen snapshots; a RunStore (APPO's)
+from the newest weights its driver published, while its readers wait for it by name.
 Model: Sample Factory's ParameterServer and its "is it newer?" check.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,7 +31,13 @@ from distrl.store.policy_cache import CachedPolicy, PolicyCache, PolicySpec
 HEAD_NAME = "distrl_policy_store_head"
 STORE_TIMEOUT_S = 120.0
 """The longest a store call may take; stores answer in milliseconds."""
+REBUILD_WAIT_S = 60.0
+"""How long a reader of a rebuildable store (RunStore) waits for a dead one's successor."""
 Entry = tuple[int, list[ray.ObjectRef], PolicySpec]  # (version, [weights ref], spec)
+Served = tuple[int, np.ndarray, PolicySpec]  # (version, flat weights, spec): a refill
+STORE_LOST = (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError)
+"""What a call to a dead store raises: the actor's death, or the loss of the weights it
+owned (freed with it)."""
 
 
 @ray.remote(num_cpus=0)
@@ -34,8 +46,13 @@ class PolicyStore:
     passes the reference itself instead of fetching the weights into this actor."""
 
     def __init__(self, entries: dict[str, Entry] | None = None,
-                 removed: dict[str, int] | None = None):
+                 removed: dict[str, int] | None = None,
+                 refill: dict[str, Served] | None = None):
         self._entries: dict[str, Entry] = dict(entries or {})
+        # A rebuilt store owns copies of what its predecessor served before anyone can
+        # find it by name, so no reader ever sees it empty.
+        for pid, (version, flat, spec) in (refill or {}).items():
+            self._entries[pid] = (version, [ray.put(flat)], spec)
         # Tombstones: the last version of each removed id, so that an id published again
         # goes on rising and a runner still holding an old version sees the new one as newer.
         self._removed: dict[str, int] = dict(removed or {})
@@ -63,8 +80,8 @@ class PolicyStore:
         self._removed.pop(policy_id, None)
         # Wait for the other nodes' stores, so that a returned version is visible on every
         # node (they never call back into the head, so this cannot deadlock).
-        wait([s.replicate.remote(policy_id, weights, spec, version)
-              for s in self._followers.values()], "replicate a publish")
+        self._to_followers("replicate a publish", "replicate", policy_id, weights, spec,
+                           version)
         return version
 
     def remove(self, policy_id: str) -> None:
@@ -73,8 +90,17 @@ class PolicyStore:
         entry = self._entries.pop(policy_id, None)
         if entry is not None:
             self._removed[policy_id] = entry[0]
-        wait([s.remove.remote(policy_id) for s in self._followers.values()],
-             "replicate a removal")
+        self._to_followers("replicate a removal", "remove", policy_id)
+
+    def _to_followers(self, what: str, method: str, *args: Any) -> None:
+        """Call every other node's store; one that died is forgotten (store_for makes
+        its node a new one, filled from this store, when a runner there asks again)."""
+        calls = {node: getattr(s, method).remote(*args) for node, s in self._followers.items()}
+        for node, ref in calls.items():
+            try:
+                wait(ref, what)
+            except ray.exceptions.RayActorError:
+                del self._followers[node]
 
     def versions(self, policy_ids: list[str] | None = None) -> dict[str, int]:
         """The cheap check: newest version per known id (unknown ids are left out)."""
@@ -102,11 +128,22 @@ class PolicyStore:
         """The store of ``node_id``, created (pinned to that node) on first use."""
         if node_id == ray.get_runtime_context().get_node_id():
             return ray.get_runtime_context().current_actor
+        if node_id in self._followers and not alive(self._followers[node_id]):
+            del self._followers[node_id]  # rebuilt below, filled from this store
         if node_id not in self._followers:
             self._followers[node_id] = PolicyStore.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
             ).remote(self._entries, self._removed)
         return self._followers[node_id]
+
+
+def alive(store: Any) -> bool:
+    """Whether a store answers (a dead one answers at once, with its death)."""
+    try:
+        ray.get(store.node_id.remote(), timeout=STORE_TIMEOUT_S)
+        return True
+    except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+        return False
 
 
 def wait(refs: Any, what: str) -> Any:
@@ -134,29 +171,123 @@ def head_store() -> Any:
     ).remote()
 
 
-def own_store() -> Any:
-    """A head store of the caller's own, on this node: unnamed, so no other run sees it,
-    even one in the same namespace (Ray Tune's trials share their driver's). Its followers
-    and weights go with it when the caller kills it or ends."""
-    node_id = ray.get_runtime_context().get_node_id()
-    return PolicyStore.options(
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
-
-
-def stop_head_store(head: Any, timeout_s: float = 30.0) -> None:
-    """Kill the head store (its followers share its fate) and wait until its name is
-    free, so that the next head_store() of this namespace starts a fresh one instead of
-    finding the dying one."""
+def stop_head_store(head: Any, timeout_s: float = 30.0, name: str = HEAD_NAME) -> None:
+    """Kill a head store (its followers share its fate) and wait until its name is
+    free, so that the next store of that name in this namespace starts fresh instead
+    of finding the dying one."""
     ray.kill(head)
     namespace = ray.get_runtime_context().namespace
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            ray.get_actor(HEAD_NAME, namespace=namespace)
+            ray.get_actor(name, namespace=namespace)
         except ValueError:
             return
         time.sleep(0.05)
-    raise RuntimeError(f"the policy store {HEAD_NAME!r} did not stop within {timeout_s} s.")
+    raise RuntimeError(f"the policy store {name!r} did not stop within {timeout_s} s.")
+
+
+class RunStore:
+    """Driver side of a run's own head store, rebuilt when it dies (APPO's).
+
+    The store lives on the driver's node under a name no other run uses (two runs in one
+    namespace, as Ray Tune's trials are, never meet), so that readers find its successor
+    by that name (PolicyReader waits for it). The driver keeps the newest weights it
+    published of every policy, one flat array each, and a rebuilt store starts with them.
+    ``restarts`` counts the rebuilds in faults/restarts/policy_store.
+    """
+
+    PING_EVERY_S = 1.0
+
+    def __init__(self, max_restarts: int):
+        from distrl.runtime.supervisor import Restarts  # the supervisor imports this module
+
+        self.name = f"distrl_policy_store_{uuid.uuid4().hex[:12]}"
+        self.restarts = Restarts("policy_store", max_restarts)
+        self.served: dict[str, Served] = {}
+        self.head = self._start()
+        self._publishing: ray.ObjectRef | None = None
+        self._ping: tuple[ray.ObjectRef, float] | None = None
+        self._answered = time.monotonic()
+
+    def _start(self) -> Any:
+        node_id = ray.get_runtime_context().get_node_id()
+        return PolicyStore.options(
+            name=self.name,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+        ).remote(refill=self.served)
+
+    def publish(self, policy_id: str, flat: np.ndarray, spec: PolicySpec, version: int,
+                block: bool = False) -> None:
+        """Hand ``version`` to the store without waiting for it (``block``: and wait);
+        the previous publish is waited for first (one driver's calls arrive in order).
+        A store found dead is rebuilt, holding these weights."""
+        self.served[policy_id] = (version, flat, spec)
+        if self._publishing is not None and not self._settle(self._publishing, "publish"):
+            return  # rebuilt: the new store holds this version already
+        self._publishing = self.head.publish.remote(policy_id, flat, spec, version)
+        if block:
+            self._settle(self._publishing, "publish")
+
+    def check(self) -> None:
+        """Rebuild the store if it died or hangs, without blocking: a ping at most every
+        PING_EVERY_S, whose answer (or death) a later check reads."""
+        now = time.monotonic()
+        if self._ping is None:
+            if now - self._answered >= self.PING_EVERY_S:
+                self._ping = (self.head.node_id.remote(), now)
+            return
+        ref, sent = self._ping
+        if ray.wait([ref], timeout=0)[0]:
+            self._ping = None
+            self._settle(ref, "answer")
+        elif now - sent > STORE_TIMEOUT_S:
+            self._ping = None
+            self.rebuild(f"hung: no answer within {STORE_TIMEOUT_S:g} s")
+
+    def ensure(self) -> None:
+        """Rebuild the store now if it is dead (before starting a runner that reads it)."""
+        if not alive(self.head):
+            self.rebuild("died")
+
+    def _settle(self, ref: ray.ObjectRef, what: str) -> bool:
+        """Wait for a store call; False when the store had died or hung and was rebuilt."""
+        try:
+            wait(ref, what)
+        except ray.exceptions.RayTaskError:
+            raise  # the store raised (a version that does not rise): a bug, not a fault
+        except ray.exceptions.RayActorError:
+            self.rebuild("died")
+            return False
+        except RuntimeError:  # wait's: no answer within STORE_TIMEOUT_S
+            self.rebuild(f"hung: no answer within {STORE_TIMEOUT_S:g} s")
+            return False
+        self._answered = time.monotonic()
+        return True
+
+    def rebuild(self, why: str) -> None:
+        """A new store on this node, under the same name, holding the newest weights of
+        every policy served; counted as a restart (once max_restarts are spent, the run
+        stops with one line)."""
+        what = f"the policy store {why}"
+        self.restarts.count("policy_store", what, "rebuilt")
+        self._publishing = self._ping = None
+        try:
+            stop_head_store(self.head, name=self.name)
+            self.head = self._start()
+            wait(self.head.node_id.remote(), "start")
+        except (RuntimeError, ray.exceptions.RayActorError) as err:
+            lines = str(err).strip().splitlines() or [type(err).__name__]
+            raise RuntimeError(f"{what} and no new one started on this node ({lines[-1]}); "
+                               "check `ray status`, then continue with --resume.") from None
+        self._answered = time.monotonic()
+        self.restarts.report("policy_store", what, "rebuilt with the newest weights")
+
+    def metrics(self) -> dict[str, int]:
+        return self.restarts.metrics()
+
+    def close(self) -> None:
+        ray.kill(self.head)  # its followers and the weights go with it
 
 
 def publish(head: Any, policy_id: str, flat: np.ndarray, spec: PolicySpec,
@@ -167,25 +298,67 @@ def publish(head: Any, policy_id: str, flat: np.ndarray, spec: PolicySpec,
 
 
 class PolicyReader:
-    """Runner side: this node's store plus a PolicyCache of zero-copy views."""
+    """Runner side: this node's store plus a PolicyCache of zero-copy views.
 
-    def __init__(self, head: Any, max_cached_policies: int = 64):
-        node_id = ray.get_runtime_context().get_node_id()
-        self.store = wait(head.store_for.remote(node_id), "find this node's store")
+    ``head`` is the head store, or the name of a RunStore's: then a store that died is
+    waited for, up to ``rebuild_wait_s``, while its driver rebuilds it (a runner spends
+    no restart on it), and the reader goes on with the new one. Past that wait, or with
+    a head given as a handle (the league's driver rebuilds and rehomes its runners), the
+    death is raised.
+    """
+
+    def __init__(self, head: Any, max_cached_policies: int = 64,
+                 rebuild_wait_s: float = REBUILD_WAIT_S):
+        self.node_id = ray.get_runtime_context().get_node_id()
         self.cache = PolicyCache(max_cached_policies)
+        self.head_name = head if isinstance(head, str) else None
+        self.rebuild_wait_s = rebuild_wait_s if self.head_name else 0.0
+        if self.head_name is None:
+            self.store = wait(head.store_for.remote(self.node_id), "find this node's store")
+        else:
+            self._reconnect(time.monotonic() + self.rebuild_wait_s)
+
+    def _ask(self, call: Callable[[Any], Any]) -> Any:
+        """``call(store)``, again with a rebuilt store if this one is lost (see the
+        class)."""
+        deadline = time.monotonic() + self.rebuild_wait_s
+        while True:
+            try:
+                return call(self.store)
+            except STORE_LOST:
+                if not self.rebuild_wait_s:
+                    raise
+                self._reconnect(deadline)
+
+    def _reconnect(self, deadline: float) -> None:
+        """This node's store under the head's name, once it answers; the views of the
+        lost store's weights are dropped."""
+        for pid in self.cache.ids():
+            self.cache.drop(pid)
+        while True:
+            try:
+                head = ray.get_actor(self.head_name)
+                self.store = ray.get(head.store_for.remote(self.node_id), timeout=10.0)
+                ray.get(self.store.node_id.remote(), timeout=10.0)
+                return
+            except (ValueError, ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"the policy store {self.head_name!r} died and no new one answered "
+                        f"within {self.rebuild_wait_s:g} s: its driver may be gone or "
+                        "stuck; check `ray status`, then continue with --resume.") from None
+                time.sleep(0.2)
 
     def refresh(self, policy_ids: list[str]) -> dict[str, int]:
         """One round trip to compare versions; a second, and the mapping of new buffers,
         only for policies that changed. Removed policies are dropped from the cache."""
-        versions = wait(self.store.versions.remote(policy_ids), "list versions")
+        versions = self._ask(lambda s: wait(s.versions.remote(policy_ids), "list versions"))
         for pid in policy_ids:
             if pid not in versions:
                 self.cache.drop(pid)
         stale = self.cache.stale(versions)
         if stale:
-            entries = wait(self.store.latest.remote(stale), "hand out new weights")
-            flats = wait([box[0] for _, box, _ in entries.values()], "map new weights")
-            for (pid, (version, _, spec)), flat in zip(entries.items(), flats, strict=True):
+            for pid, (version, spec, flat) in self._fetch(stale).items():
                 self.cache.put(pid, version, spec, flat)
         return versions
 
@@ -193,11 +366,21 @@ class PolicyReader:
         """The newest version of one policy and its buffer when newer than ``version``,
         else None: one round trip when nothing changed. Not cached, for a runner that
         copies the weights into a module of its own."""
-        latest = wait(self.store.versions.remote([policy_id]), "list versions")
+        latest = self._ask(lambda s: wait(s.versions.remote([policy_id]), "list versions"))
         if latest.get(policy_id, -1) <= version:
             return None
-        entry = wait(self.store.latest.remote([policy_id]), "hand out new weights")[policy_id]
-        return entry[0], wait(entry[1][0], "map new weights")
+        found = self._fetch([policy_id]).get(policy_id)
+        return None if found is None else (found[0], found[2])
+
+    def _fetch(self, policy_ids: list[str]) -> dict[str, tuple[int, PolicySpec, np.ndarray]]:
+        """(version, spec, buffer) of each id the store holds, mapped from its object;
+        both round trips again from a rebuilt store when the store is lost between them."""
+        def both(store: Any) -> dict[str, tuple[int, PolicySpec, np.ndarray]]:
+            entries = wait(store.latest.remote(policy_ids), "hand out new weights")
+            flats = wait([box[0] for _, box, _ in entries.values()], "map new weights")
+            return {pid: (version, spec, flat) for (pid, (version, _, spec)), flat
+                    in zip(entries.items(), flats, strict=True)}
+        return self._ask(both)
 
     def policy(self, policy_id: str) -> CachedPolicy:
         """A policy to act with, mapped first if this runner has not seen it yet."""

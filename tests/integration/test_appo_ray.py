@@ -3,7 +3,10 @@ reach them through the policy store, a killed runner is replaced without losing 
 fragment the learner was given, and a Ray run resumes with the fragments it had not
 trained on."""
 
+import time
+
 import numpy as np
+import pytest
 
 from distrl.appo.config import APPOConfig
 from distrl.appo.remote import RaySampler
@@ -52,8 +55,8 @@ def test_a_request_queued_before_a_publish_acts_with_the_store_s_newest_weights(
         s.publish(newest, 1)  # while the first fragment is sampled
         _, second = s.take(2)
         assert second.weights_version == 1  # queued with version 0, started with 1
-        assert ray_local.get(s.store.versions.remote()) == {"appo": 1}
-        (_, box, _), = ray_local.get(s.store.latest.remote(["appo"])).values()
+        assert ray_local.get(s.store.head.versions.remote()) == {"appo": 1}
+        (_, box, _), = ray_local.get(s.store.head.latest.remote(["appo"])).values()
         flat = ray_local.get(box[0])
         np.testing.assert_array_equal(flat[:8], newest["pi.0.weight"].ravel()[:8])
     finally:
@@ -75,7 +78,8 @@ def test_a_killed_runner_is_replaced_and_sampling_goes_on(ray_local):
         frags = s.take(6)
         assert len(frags) == 6 and all(f.samples >= 16 for f in frags)
         assert s.sup.restarts == [1, 0]
-        assert s.metrics() == {"faults/restarts/env_runners": 1}
+        assert s.metrics() == {"faults/restarts/env_runners": 1,
+                               "faults/restarts/policy_store": 0}
     finally:
         s.close()
 
@@ -95,3 +99,42 @@ def test_a_ray_run_resumes_with_its_pending_fragments(ray_local, tmp_path, monke
     assert resumed["iteration"] == first["iteration"] + 1
     for kept, used in zip(pending, trained, strict=False):  # the saved ones first, in order
         np.testing.assert_array_equal(used.obs, kept.obs)
+
+
+def test_a_killed_store_is_rebuilt_with_the_newest_weights_and_runners_wait_for_it(ray_local):
+    s = sampler()
+    try:
+        s.publish(weights(), 0)
+        s.take(2)
+        newest = {k: v + 1.0 for k, v in weights().items()}
+        s.publish(newest, 1)
+        kill(s.store.head)
+        frags = s.take(8)  # more than were queued: runners start fragments on the dead store
+        assert len(frags) == 8 and frags[-1].weights_version == 1
+        assert s.metrics() == {"faults/restarts/env_runners": 0,
+                               "faults/restarts/policy_store": 1}
+        assert ray_local.get(s.store.head.versions.remote()) == {"appo": 1}
+        (_, box, _), = ray_local.get(s.store.head.latest.remote(["appo"])).values()
+        np.testing.assert_array_equal(ray_local.get(box[0])[:8],
+                                      newest["pi.0.weight"].ravel()[:8])
+        # A runner replaced while the store is dead starts on the rebuilt one.
+        kill(s.store.head)
+        kill(s.sup.actors[0])
+        assert len(s.take(6)) == 6
+        assert s.metrics() == {"faults/restarts/env_runners": 1,
+                               "faults/restarts/policy_store": 2}
+    finally:
+        s.close()
+
+
+def test_a_reader_whose_store_is_not_rebuilt_stops_with_one_line_within_its_wait(ray_local):
+    from distrl.store.remote import PolicyReader, RunStore
+
+    store = RunStore(max_restarts=3)
+    reader = PolicyReader(store.name, rebuild_wait_s=2.0)
+    kill(store.head)
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"^the policy store 'distrl_policy_store_\w+' died "
+                       r"and no new one answered within 2 s") as err:
+        reader.newer("appo", -1)
+    assert time.monotonic() - t0 < 10 and "\n" not in str(err.value)
