@@ -12,6 +12,7 @@ driver: restarting would only repeat it.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
@@ -24,6 +25,9 @@ from distrl.runtime.cluster import actor_class, release_ray
 from distrl.runtime.placement import Placement
 
 MakeKwargs = Callable[[int, int], dict[str, Any]]  # (slot, restart count) -> constructor kwargs
+SAME_CAUSE_LIMIT = 3
+"""Constructor failures of one slot, for one cause in a row, that stop the run whatever
+max_restarts says: a new actor would raise it again (a dead store, a missing file)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,7 @@ class Supervisor:
         self._remote = ray.remote(**resources)(actor_class(cls))
         self._make_kwargs = make_kwargs
         self.counter = Restarts(name, max_restarts)
+        self._failed_starts: dict[int, tuple[str, int]] = {}  # slot: (cause, times in a row)
         # One bundle per slot; None: wherever Ray's default scheduling puts each actor.
         self.placement = (Placement(name, resources, size, placement_strategy)
                           if placement_strategy and size else None)
@@ -195,9 +200,28 @@ class Supervisor:
         while pending:
             for i, fault in pending.items():
                 self._restart(i, fault)
-            _, pending = self.settle({i: self.actors[i].ready.remote() for i in pending},
-                                     self.start_timeout_s)
+            started, pending = self.settle({i: self.actors[i].ready.remote() for i in pending},
+                                           self.start_timeout_s)
+            for i in started:
+                self._failed_starts.pop(i, None)
+            for i, fault in pending.items():
+                self._count_failed_start(i, fault)
         return {i: self.actors[i] for i in faults}
+
+    def _count_failed_start(self, i: int, fault: Fault) -> None:
+        """Stop the run once slot ``i``'s constructor raised the same error
+        SAME_CAUSE_LIMIT times in a row (numbers and ids aside): restarts cannot help."""
+        if not fault.in_constructor:
+            self._failed_starts.pop(i, None)
+            return
+        key = re.sub(r"[0-9a-fA-F]{8,}|\d+", "#", fault.reason)
+        last, times = self._failed_starts.get(i, ("", 0))
+        times = times + 1 if key == last else 1
+        self._failed_starts[i] = (key, times)
+        if times >= SAME_CAUSE_LIMIT:
+            raise RuntimeError(f"{self.name} {i} {fault.reason}, {times} times in a row: a new "
+                               "actor would fail alike, so the run stops (whatever "
+                               "max_restarts says); fix that cause, then --resume.")
 
     def _restart(self, i: int, fault: Fault) -> None:
         what = f"{self.name} {i} {fault.reason}"

@@ -79,6 +79,36 @@ class Peer:
         return "pong"
 
 
+class BrokenOnRestart:
+    """Starts the first time; every replacement's constructor raises the same error with
+    another number in it (a dead store's address, say)."""
+
+    def __init__(self, restart: int):
+        if restart:
+            raise FileNotFoundError(f"/run/distrl/{restart}: the store this needs is gone")
+
+    def ping(self) -> str:
+        return "pong"
+
+
+def test_a_constructor_that_always_fails_stops_the_run_at_once_whatever_max_restarts(ray_local):
+    sup = Supervisor("env_runners", BrokenOnRestart, lambda i, r: {"restart": r}, 1,
+                     max_restarts=1000, call_timeout_s=5.0, resources={"num_cpus": 0.1})
+    try:
+        kill(sup.actors[0])
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError) as err:
+            sup.call_all(lambda i, a: a.ping.remote())
+        assert time.monotonic() - t0 < 30
+        line = str(err.value)
+        assert "\n" not in line and sup.restarts == [3]
+        assert line.startswith("env_runners 0 its constructor raised FileNotFoundError: /run/"
+                               "distrl/3: the store this needs is gone, 3 times in a row")
+        assert "whatever max_restarts says" in line
+    finally:
+        sup.close()
+
+
 def test_call_all_replaces_an_actor_that_dies_and_calls_its_replacement(ray_local):
     sup = Supervisor("probes", DiesOnFirstCall, lambda i, r: {"slot": i, "restart": r}, 2,
                      max_restarts=1, call_timeout_s=30.0, resources={"num_cpus": 0.1})
