@@ -277,7 +277,7 @@ def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
     stopped_by = "max_env_steps"
     metrics: dict[str, Any] = {}
     tick = time.perf_counter()
-    with _interrupt_between_iterations(logger) as interrupted:
+    with _interrupt_between_iterations(logger, _overdue_after(run, progress)) as interrupted:
         while True:
             metrics = iterate()
             every = run.evaluation_interval
@@ -306,26 +306,66 @@ def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
     return metrics, stopped_by
 
 
+class RunOverdue(RuntimeError):
+    """The run passed max_time_s by its grace inside one iteration (a hung call)."""
+
+
+def overdue_grace_s(max_time_s: float) -> float:
+    """How far past max_time_s an iteration may run before it is cut: a long iteration
+    (a league's evaluation, AlphaZero's self-play) finishes; a hung one does not."""
+    return max(60.0, 0.25 * max_time_s)
+
+
+def _overdue_after(run: RunConfig, progress: Progress) -> tuple[float, str] | None:
+    """Seconds from now at which the run is overdue, and what to say then (None: no
+    time limit)."""
+    if run.max_time_s is None:
+        return None
+    grace = overdue_grace_s(run.max_time_s)
+    return (max(0.0, run.max_time_s - progress.time_s) + grace,
+            f"no iteration ended within {grace:g} s after --max-time-s ({run.max_time_s:g} s) "
+            "passed (a call that never returns?); stopped without finishing it. Raise "
+            "--max-time-s if iterations are this long.")
+
+
 @contextmanager
-def _interrupt_between_iterations(logger: MetricsLogger) -> Iterator[threading.Event]:
+def _interrupt_between_iterations(logger: MetricsLogger,
+                                  overdue: tuple[float, str] | None = None
+                                  ) -> Iterator[threading.Event]:
     """The first SIGINT or SIGTERM (Ctrl-C, `kill`, a scheduler's stop) only sets the
-    event the loop checks between iterations: the run then saves and stops cleanly."""
+    event the loop checks between iterations: the run then saves and stops cleanly. A
+    second one aborts (KeyboardInterrupt). ``overdue`` (seconds, message): that long
+    after entering, a run still in the loop is cut where it waits (RunOverdue, raised by
+    a SIGINT to the main thread), so that max_time_s holds even when an iteration hangs."""
     interrupted = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield interrupted  # signal handlers can only be set from the main thread
         return
+    late = threading.Event()
 
     def handler(signum, frame):
+        if late.is_set():
+            raise RunOverdue(overdue[1])
         if interrupted.is_set():
             raise KeyboardInterrupt
         interrupted.set()
         logger.info(f"distrl: {signal.Signals(signum).name}: finishing this iteration, then "
                     "saving a checkpoint (Ctrl-C again to abort without saving)")
 
+    def cut() -> None:
+        late.set()
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    alarm = threading.Timer(overdue[0], cut) if overdue is not None else None
+    if alarm is not None:
+        alarm.daemon = True
+        alarm.start()
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield interrupted
     finally:
+        if alarm is not None:
+            alarm.cancel()
         for s, h in previous.items():
             signal.signal(s, h)
 

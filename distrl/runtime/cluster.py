@@ -9,6 +9,8 @@ import math
 import os
 import resource
 import socket
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,6 +23,8 @@ import torch
 from distrl.core.env_errors import EnvError
 
 CONNECT_TIMEOUT_S = 5.0
+SHUTDOWN_TIMEOUT_S = 30.0
+"""The longest release_ray waits for ray.shutdown (see there)."""
 AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
 _started = False  # whether init_ray started (or joined) the Ray this process uses
 
@@ -60,8 +64,24 @@ def release_ray() -> None:
     (a notebook's, a test's, a Tune trial's) stays up."""
     global _started
     if _started and ray.is_initialized():
-        ray.shutdown()
+        shutdown_within(SHUTDOWN_TIMEOUT_S)
     _started = False
+
+
+def shutdown_within(timeout_s: float) -> bool:
+    """ray.shutdown(), waited for at most ``timeout_s``; False if it did not return.
+    Shutdown joins Ray's log thread, which blocks for good in a print to a stdout that
+    nobody reads (a full pipe): the run must still end. The processes of an embedded
+    cluster end with this one (Ray's own child processes watch their parent)."""
+    done = threading.Thread(target=ray.shutdown, name="distrl-ray-shutdown", daemon=True)
+    done.start()
+    done.join(timeout_s)
+    if done.is_alive():
+        print(f"distrl: Ray did not shut down within {timeout_s:g} s (is this process's "
+              "output read?); leaving it to end with this process", file=sys.stderr,
+              flush=True)
+        return False
+    return True
 
 
 @contextmanager

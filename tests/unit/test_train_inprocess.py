@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from distrl import PPOConfig, RunConfig, evaluate, train_ddppo, train_ppo
+from distrl.core.callbacks import Callbacks
 from distrl.core.checkpoint import Checkpoint
 from tests.fakes import counting
 
@@ -196,3 +197,51 @@ def test_sigterm_stops_cleanly_like_ctrl_c(tmp_path):
     assert stopped["stopped_by"] == "interrupted" and stopped["iteration"] == 2
     assert Checkpoint(tmp_path).manifest["iteration"] == 2
     assert signal.getsignal(signal.SIGTERM) == before  # the handler is given back
+
+
+def test_max_time_s_cuts_an_iteration_that_never_returns(tmp_path, monkeypatch, capsys):
+    import time
+
+    from distrl.core import loop
+
+    monkeypatch.setattr(loop, "overdue_grace_s", lambda max_time_s: 1.0)
+
+    def hang(metrics):
+        time.sleep(600)  # a call that never returns, inside the loop
+
+    t0 = time.monotonic()
+    with pytest.raises(loop.RunOverdue, match=r"no iteration ended within 1 s after "
+                       r"--max-time-s \(1 s\) passed"):
+        train_ppo(SMALL, run(tmp_path, max_time_s=1.0), callbacks=Callbacks(on_iteration=hang))
+    assert time.monotonic() - t0 < 30
+    assert Checkpoint(tmp_path).manifest["iteration"] == 1  # the completed one is saved
+    assert "--resume" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def test_ray_shutdown_is_waited_for_only_so_long(monkeypatch, capsys):
+    import time
+
+    import ray
+
+    from distrl.runtime.cluster import shutdown_within
+
+    monkeypatch.setattr(ray, "shutdown", lambda: time.sleep(600))  # a log thread stuck
+    t0 = time.monotonic()
+    assert shutdown_within(0.5) is False
+    assert time.monotonic() - t0 < 5
+    assert "Ray did not shut down within 0.5 s" in capsys.readouterr().err
+
+
+def test_the_command_ends_even_when_its_exit_handlers_hang():
+    import subprocess
+    import sys
+    import time
+
+    code = ("import atexit, sys, time; import distrl.cli as cli; cli.EXIT_GRACE_S = 1.0; "
+            "atexit.register(time.sleep, 600); sys.argv = ['distrl', '--version']; cli.main()")
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert time.monotonic() - t0 < 20
+    assert out.returncode == 0 and out.stdout.startswith("distrl ")
