@@ -138,3 +138,42 @@ def test_a_reader_whose_store_is_not_rebuilt_stops_with_one_line_within_its_wait
                        r"and no new one answered within 2 s") as err:
         reader.newer("appo", -1)
     assert time.monotonic() - t0 < 10 and "\n" not in str(err.value)
+
+
+def test_a_run_whose_store_process_is_killed_goes_on_to_its_time_limit(tmp_path):
+    """The CLI run as a chaos run kills it: the store's process SIGKILLed after the first
+    iteration. A clean run of this length reaches 500 (seeds 0-2)."""
+    import json
+    import subprocess
+    import sys
+
+    import psutil
+
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    cmd = [sys.executable, "-m", "distrl", "train", "appo", "--tuned", "cartpole",
+           "--stop-return", "None", "--num-env-runners", "2", "--seed", "0",
+           "--max-time-s", "20", "--max-restarts", "1000", "--logdir", str(tmp_path / "run"),
+           "--json", "--no-progress"]
+    with out.open("w") as stdout, err.open("w") as stderr:
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr)
+        try:
+            metrics = tmp_path / "run" / "metrics.jsonl"
+            deadline = time.monotonic() + 120
+            while not (metrics.is_file() and metrics.stat().st_size):
+                assert time.monotonic() < deadline and proc.poll() is None, err.read_text()
+                time.sleep(0.2)
+            time.sleep(3)
+            stores = [p for p in psutil.Process(proc.pid).children(recursive=True)
+                      if (p.cmdline() or [""])[0].startswith("ray::PolicyStore")]
+            assert len(stores) == 1
+            stores[0].kill()
+            rc = proc.wait(timeout=120)
+        finally:
+            proc.kill()
+    assert rc == 0, err.read_text()[-3000:]
+    result = json.loads(out.read_text().strip().splitlines()[-1])
+    assert result["stopped_by"] == "max_time_s"
+    assert result["faults/restarts/policy_store"] == 1
+    assert result["faults/restarts/env_runners"] == 0  # the runners waited for the store
+    assert result["env/episode_return_mean"] >= 450
+    assert "distrl: the policy store died; rebuilt with the newest weights" in out.read_text()
