@@ -91,9 +91,12 @@ class BrokenOnRestart:
         return "pong"
 
 
-def test_a_constructor_that_always_fails_stops_the_run_at_once_whatever_max_restarts(ray_local):
+@pytest.mark.parametrize("max_restarts", [6, 1000])
+def test_a_constructor_that_always_fails_stops_the_run_at_once_whatever_max_restarts(
+        ray_local, max_restarts):
     sup = Supervisor("env_runners", BrokenOnRestart, lambda i, r: {"restart": r}, 1,
-                     max_restarts=1000, call_timeout_s=5.0, resources={"num_cpus": 0.1})
+                     max_restarts=max_restarts, call_timeout_s=5.0,
+                     resources={"num_cpus": 0.1})
     try:
         kill(sup.actors[0])
         t0 = time.monotonic()

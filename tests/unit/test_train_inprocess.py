@@ -207,13 +207,13 @@ def test_max_time_s_cuts_an_iteration_that_never_returns(tmp_path, monkeypatch, 
     monkeypatch.setattr(loop, "overdue_grace_s", lambda max_time_s: 1.0)
 
     def hang(metrics):
-        time.sleep(600)  # a call that never returns, inside the loop
+        time.sleep(30)  # a call that does not return in time, inside the loop
 
     t0 = time.monotonic()
     with pytest.raises(loop.RunOverdue, match=r"no iteration ended within 1 s after "
                        r"--max-time-s \(1 s\) passed"):
         train_ppo(SMALL, run(tmp_path, max_time_s=1.0), callbacks=Callbacks(on_iteration=hang))
-    assert time.monotonic() - t0 < 30
+    assert time.monotonic() - t0 < 20
     assert Checkpoint(tmp_path).manifest["iteration"] == 1  # the completed one is saved
     assert "--resume" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
@@ -226,7 +226,7 @@ def test_ray_shutdown_is_waited_for_only_so_long(monkeypatch, capsys):
 
     from distrl.runtime.cluster import shutdown_within
 
-    monkeypatch.setattr(ray, "shutdown", lambda: time.sleep(600))  # a log thread stuck
+    monkeypatch.setattr(ray, "shutdown", lambda: time.sleep(30))  # a log thread stuck
     t0 = time.monotonic()
     assert shutdown_within(0.5) is False
     assert time.monotonic() - t0 < 5
@@ -239,7 +239,7 @@ def test_the_command_ends_even_when_its_exit_handlers_hang():
     import time
 
     code = ("import atexit, sys, time; import distrl.cli as cli; cli.EXIT_GRACE_S = 1.0; "
-            "atexit.register(time.sleep, 600); sys.argv = ['distrl', '--version']; cli.main()")
+            "atexit.register(time.sleep, 30); sys.argv = ['distrl', '--version']; cli.main()")
     t0 = time.monotonic()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)
