@@ -59,7 +59,8 @@ class Restarts:
         done = self.counts.get(key, 0)
         if done >= self.max_restarts:
             raise RuntimeError(f"{what}; it was already {verb} {done} times "
-                               f"(max_restarts={self.max_restarts}), giving up.")
+                               f"(max_restarts={self.max_restarts}), giving up: find why "
+                               "(`ray status`, the node's logs), then continue with --resume.")
         self.counts[key] = done + 1
         return done + 1
 
