@@ -4,6 +4,7 @@ that evaluation reads without unpickling anything."""
 import json
 import os
 import pickle
+from pathlib import Path
 
 import cloudpickle
 import gymnasium as gym
@@ -94,11 +95,23 @@ def test_a_factory_env_is_not_in_the_shareable_part(tmp_path):
 def test_saves_are_atomic_and_leave_no_temp_files(tmp_path, monkeypatch):
     target = tmp_path / "checkpoint"
     save_checkpoint(target, "ppo", {"iteration": 1}, {"a": {"x.json": {"v": 1}}})
-    synced = []
+    synced = []  # (path fsynced, the iteration the checkpoint directory held then)
     real_fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+
+    def fsync(fd):
+        held = json.loads((target / "manifest.json").read_text())["iteration"]
+        synced.append((Path(os.readlink(f"/proc/self/fd/{fd}")), held))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
     save_checkpoint(target, "ppo", {"iteration": 2}, {"a": {"x.json": {"v": 2}}})
-    assert len(synced) >= 5  # the file, the manifest, the component dir, the temp dir, the parent
+    paths = [p for p, _ in synced]
+    tmp = paths[0].parent.parent  # where the new checkpoint was written
+    assert tmp.parent == tmp_path and tmp.name.startswith(".checkpoint.tmp-")
+    # Each file, then its directory, then the temp directory: all before the rename, while
+    # the checkpoint still held iteration 1; then the parent, after it, so the rename lasts.
+    assert paths == [tmp / "a" / "x.json", tmp / "a", tmp / "manifest.json", tmp, tmp_path]
+    assert [held for _, held in synced] == [1, 1, 1, 1, 2]
     assert Checkpoint(tmp_path).json("a", "x.json") == {"v": 2}
     with pytest.raises(TypeError):  # a failed save (not JSON) keeps the previous checkpoint
         save_checkpoint(target, "ppo", {"iteration": 3}, {"a": {"x.json": {"v": object()}}})
