@@ -47,3 +47,38 @@ def test_weights_published_on_a_far_node_outlive_their_publisher(two_nodes):
     got, out = ray.get(near.act.remote("far"))
     assert got == version
     np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_lost_stores_are_made_again_on_their_nodes_and_readers_wait_for_them(two_nodes):
+    """A RunStore's far follower that dies is dropped by the head (a publish goes on) and
+    made again, filled from the head, when its reader asks; a head that dies (its
+    follower with it) is rebuilt by the driver with the newest weights."""
+    from distrl.store.remote import RunStore
+
+    head_node, other_node = two_nodes
+    store = RunStore(max_restarts=3)
+    try:
+        store.publish("p", flatten_policy(SPEC.build()), SPEC, 0, block=True)
+        far = Probe.options(scheduling_strategy=on(other_node)).remote(store.name)
+        assert ray.get(far.act.remote("p"))[0] == 0
+        follower = ray.get(store.head.store_for.remote(other_node))
+        kill(follower)
+        newer = SPEC.build()
+        store.publish("p", flatten_policy(newer), SPEC, 1, block=True)
+        assert ray.get(far.refresh.remote(["p"])) == {"p": 1}  # the cheap check, as runners do
+        version, out = ray.get(far.act.remote("p"))
+        assert version == 1
+        np.testing.assert_allclose(out, reference_output(newer), rtol=1e-6, atol=1e-6)
+        again = ray.get(store.head.store_for.remote(other_node))
+        assert again != follower and ray.get(again.node_id.remote()) == other_node
+        assert store.metrics() == {"faults/restarts/policy_store": 0}  # the head lived
+        kill(store.head)
+        store.ensure()
+        assert ray.get(store.head.node_id.remote()) == head_node
+        assert store.metrics() == {"faults/restarts/policy_store": 1}
+        assert ray.get(far.refresh.remote(["p"])) == {"p": 1}
+        version, out = ray.get(far.act.remote("p"))
+        assert version == 1
+        np.testing.assert_allclose(out, reference_output(newer), rtol=1e-6, atol=1e-6)
+    finally:
+        store.close()
