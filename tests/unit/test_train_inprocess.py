@@ -204,7 +204,7 @@ def test_max_time_s_cuts_an_iteration_that_never_returns(tmp_path, monkeypatch, 
 
     from distrl.core import loop
 
-    monkeypatch.setattr(loop, "overdue_grace_s", lambda max_time_s: 1.0)
+    monkeypatch.setattr(loop, "overdue_grace_s", lambda max_time_s, longest: 1.0)
 
     def hang(metrics):
         time.sleep(30)  # a call that does not return in time, inside the loop
@@ -245,3 +245,11 @@ def test_the_command_ends_even_when_its_exit_handlers_hang():
                          timeout=60)
     assert time.monotonic() - t0 < 20
     assert out.returncode == 0 and out.stdout.startswith("distrl ")
+
+
+def test_the_grace_past_max_time_s_follows_the_longest_iteration():
+    from distrl.core.loop import overdue_grace_s
+
+    assert overdue_grace_s(10.0, 1.0) == 60.0  # short runs: a minute
+    assert overdue_grace_s(3600.0, 1.0) == 900.0  # a quarter of a long one
+    assert overdue_grace_s(30.0, 50.0) == 150.0  # iterations longer than the run's limit
