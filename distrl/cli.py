@@ -9,9 +9,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
-import os
 import sys
-import threading
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -29,6 +27,7 @@ from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import JSONObject, RunConfig
 from distrl.core.display import configs_json, headline
 from distrl.core.env_errors import debug_wanted
+from distrl.core.interrupts import command
 from distrl.core.metrics import strict_json
 from distrl.core.resume import resumed_configs, saved_configs
 from distrl.games.nash import MAX_STATES
@@ -145,40 +144,11 @@ class Play:
             raise FlagError(f"--search ({self.search}) must be >= 0.")
 
 
-EXIT_GRACE_S = 30.0
-"""How long the command's process may take to exit once its work is done or it was
-interrupted (Ray's exit handlers, a print to a pipe nobody reads) before it ends anyway."""
-
-
 def main(argv: list[str] | None = None) -> None:
-    """The command line (``argv`` None: this process's own, which main may end)."""
+    """The command line (``argv`` None: this process's own, which may then be ended)."""
     own = argv is None
     argv = sys.argv[1:] if argv is None else argv
-    status: int | str | None = 1
-    try:
-        _command_of(argv)
-        status = 0
-    except KeyboardInterrupt:  # Ctrl-C outside a training loop, or a second one inside
-        status = 130
-        if own:  # the line below may block on a full pipe: the process still ends
-            _exit_within(EXIT_GRACE_S / 6, status)
-        print("\ndistrl: interrupted; stopped without saving anything more", file=sys.stderr)
-        raise SystemExit(130) from None
-    except SystemExit as err:
-        status = err.code
-        raise
-    finally:
-        if own:
-            _exit_within(EXIT_GRACE_S, status)
-
-
-def _exit_within(seconds: float, status: int | str | None) -> None:
-    """End this process with ``status`` after ``seconds`` unless it ended by then (a
-    daemon timer: it holds nothing up and runs while exit handlers do)."""
-    code = status if isinstance(status, int) else 0 if status is None else 1
-    timer = threading.Timer(seconds, os._exit, (code,))
-    timer.daemon = True
-    timer.start()
+    command(lambda: _command_of(argv), end_process=own)
 
 
 def _command_of(argv: list[str]) -> None:

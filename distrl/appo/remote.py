@@ -24,6 +24,7 @@ from distrl.ppo.env_runner import EnvRunner, Weights
 from distrl.runtime.supervisor import (
     Fault,
     MakeKwargs,
+    Restarts,
     SupervisedGroup,
     Supervisor,
     cause,
@@ -69,7 +70,7 @@ class RaySampler(SupervisedGroup):
 
     def __init__(self, make_kwargs: MakeKwargs, num_runners: int, num_cpus: float,
                  run: RunConfig, steps_per_env: int, max_queued: int):
-        self.store = RunStore(run.max_restarts)
+        self.store = RunStore(Restarts("policy_store", run.max_restarts))
         try:
             self.sup = Supervisor("env_runners", StoreRunner,
                                   lambda i, restart: {**make_kwargs(i, restart),

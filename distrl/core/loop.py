@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import signal
 import sys
-import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,6 +25,7 @@ from distrl.core.display import Budget, write_configs
 from distrl.core.envpool_vec import is_envpool
 from distrl.core.envs import check_env_id, env_name, warn_if_endless
 from distrl.core.evaluation import evaluation_metrics
+from distrl.core.interrupts import Deadline, interrupt_between_iterations
 from distrl.core.learner import NonFiniteError
 from distrl.core.metrics import MetricsLogger
 from distrl.core.resume import resumed_configs
@@ -277,8 +275,8 @@ def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
     stopped_by = "max_env_steps"
     metrics: dict[str, Any] = {}
     tick = time.perf_counter()
-    deadline = None if run.max_time_s is None else _Deadline(run.max_time_s, progress.time_s)
-    with _interrupt_between_iterations(logger, deadline) as interrupted:
+    deadline = None if run.max_time_s is None else Deadline(run.max_time_s, progress.time_s)
+    with interrupt_between_iterations(logger.info, deadline) as interrupted:
         while True:
             metrics = iterate()
             every = run.evaluation_interval
@@ -307,79 +305,6 @@ def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
                 stopped_by = reason
                 break
     return metrics, stopped_by
-
-
-class RunOverdue(RuntimeError):
-    """The run passed max_time_s by its grace inside one iteration (a hung call)."""
-
-
-def overdue_grace_s(max_time_s: float, longest_iteration_s: float) -> float:
-    """How far past max_time_s an iteration may run before it is cut: one as long as
-    the longest so far (a league's evaluation, AlphaZero's self-play) finishes, with
-    room to spare; a hung one does not."""
-    return max(60.0, 0.25 * max_time_s, 3.0 * longest_iteration_s)
-
-
-class _Deadline:
-    """When a run with max_time_s is overdue: max_time_s of loop time, then the grace.
-    Moved at each iteration's end, so that the grace follows the iterations' length."""
-
-    def __init__(self, max_time_s: float, time_s: float):
-        self.max_time_s, self.longest = max_time_s, 0.0
-        self.at = 0.0
-        self.passed(time_s, 0.0)
-
-    def passed(self, time_s: float, iteration_s: float) -> None:
-        """An iteration of ``iteration_s`` ended with ``time_s`` of loop time spent."""
-        self.longest = max(self.longest, iteration_s)
-        self.grace = overdue_grace_s(self.max_time_s, self.longest)
-        self.at = time.monotonic() + max(0.0, self.max_time_s - time_s) + self.grace
-
-    def message(self) -> str:
-        return (f"no iteration ended within {self.grace:g} s after --max-time-s "
-                f"({self.max_time_s:g} s) passed (a call that never returns?); stopped "
-                "without finishing it. Raise --max-time-s if iterations are this long.")
-
-
-@contextmanager
-def _interrupt_between_iterations(logger: MetricsLogger, deadline: _Deadline | None = None
-                                  ) -> Iterator[threading.Event]:
-    """The first SIGINT or SIGTERM (Ctrl-C, `kill`, a scheduler's stop) only sets the
-    event the loop checks between iterations: the run then saves and stops cleanly. A
-    second one aborts (KeyboardInterrupt). Past the ``deadline``, a run still in the loop
-    is cut where it waits (RunOverdue, raised by a SIGINT to the main thread), so that
-    max_time_s holds even when an iteration hangs."""
-    interrupted = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield interrupted  # signal handlers can only be set from the main thread
-        return
-    late, done = threading.Event(), threading.Event()
-
-    def handler(signum, frame):
-        if late.is_set():
-            raise RunOverdue(deadline.message())
-        if interrupted.is_set():
-            raise KeyboardInterrupt
-        interrupted.set()
-        logger.info(f"distrl: {signal.Signals(signum).name}: finishing this iteration, then "
-                    "saving a checkpoint (Ctrl-C again to abort without saving)")
-
-    def watch() -> None:
-        while not done.wait(min(1.0, max(0.0, deadline.at - time.monotonic()))):
-            if time.monotonic() >= deadline.at:
-                late.set()
-                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-                return
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    if deadline is not None:
-        threading.Thread(target=watch, name="distrl-max-time", daemon=True).start()
-    try:
-        yield interrupted
-    finally:
-        done.set()
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 def save_run(start: Start, progress: Progress, policy: dict[str, Any],

@@ -194,16 +194,15 @@ class RunStore:
     namespace, as Ray Tune's trials are, never meet), so that readers find its successor
     by that name (PolicyReader waits for it). The driver keeps the newest weights it
     published of every policy, one flat array each, and a rebuilt store starts with them.
-    ``restarts`` counts the rebuilds in faults/restarts/policy_store.
+    ``restarts`` counts the rebuilds: a runtime.supervisor.Restarts (count, report and
+    metrics, under the key "policy_store"), given by the caller (this floor is below it).
     """
 
     PING_EVERY_S = 1.0
 
-    def __init__(self, max_restarts: int):
-        from distrl.runtime.supervisor import Restarts  # the supervisor imports this module
-
+    def __init__(self, restarts: Any):
         self.name = f"distrl_policy_store_{uuid.uuid4().hex[:12]}"
-        self.restarts = Restarts("policy_store", max_restarts)
+        self.restarts = restarts
         self.served: dict[str, Served] = {}
         self.head = self._start()
         self._publishing: ray.ObjectRef | None = None

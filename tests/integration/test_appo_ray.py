@@ -128,9 +128,10 @@ def test_a_killed_store_is_rebuilt_with_the_newest_weights_and_runners_wait_for_
 
 
 def test_a_reader_whose_store_is_not_rebuilt_stops_with_one_line_within_its_wait(ray_local):
+    from distrl.runtime.supervisor import Restarts
     from distrl.store.remote import PolicyReader, RunStore
 
-    store = RunStore(max_restarts=3)
+    store = RunStore(Restarts("policy_store", 3))
     reader = PolicyReader(store.name, rebuild_wait_s=2.0)
     kill(store.head)
     t0 = time.monotonic()

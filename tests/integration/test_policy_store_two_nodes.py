@@ -53,10 +53,11 @@ def test_lost_stores_are_made_again_on_their_nodes_and_readers_wait_for_them(two
     """A RunStore's far follower that dies is dropped by the head (a publish goes on) and
     made again, filled from the head, when its reader asks; a head that dies (its
     follower with it) is rebuilt by the driver with the newest weights."""
+    from distrl.runtime.supervisor import Restarts
     from distrl.store.remote import RunStore
 
     head_node, other_node = two_nodes
-    store = RunStore(max_restarts=3)
+    store = RunStore(Restarts("policy_store", 3))
     try:
         store.publish("p", flatten_policy(SPEC.build()), SPEC, 0, block=True)
         far = Probe.options(scheduling_strategy=on(other_node)).remote(store.name)

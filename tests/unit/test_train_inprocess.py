@@ -202,15 +202,15 @@ def test_sigterm_stops_cleanly_like_ctrl_c(tmp_path):
 def test_max_time_s_cuts_an_iteration_that_never_returns(tmp_path, monkeypatch, capsys):
     import time
 
-    from distrl.core import loop
+    from distrl.core import interrupts
 
-    monkeypatch.setattr(loop, "overdue_grace_s", lambda max_time_s, longest: 1.0)
+    monkeypatch.setattr(interrupts, "overdue_grace_s", lambda max_time_s, longest: 1.0)
 
     def hang(metrics):
         time.sleep(30)  # a call that does not return in time, inside the loop
 
     t0 = time.monotonic()
-    with pytest.raises(loop.RunOverdue, match=r"no iteration ended within 1 s after "
+    with pytest.raises(interrupts.RunOverdue, match=r"no iteration ended within 1 s after "
                        r"--max-time-s \(1 s\) passed"):
         train_ppo(SMALL, run(tmp_path, max_time_s=1.0), callbacks=Callbacks(on_iteration=hang))
     assert time.monotonic() - t0 < 20
@@ -238,8 +238,9 @@ def test_the_command_ends_even_when_its_exit_handlers_hang():
     import sys
     import time
 
-    code = ("import atexit, sys, time; import distrl.cli as cli; cli.EXIT_GRACE_S = 1.0; "
-            "atexit.register(time.sleep, 30); sys.argv = ['distrl', '--version']; cli.main()")
+    code = ("import atexit, sys, time; import distrl.core.interrupts as i; i.EXIT_GRACE_S = 1.0; "
+            "import distrl.cli as cli; atexit.register(time.sleep, 30); "
+            "sys.argv = ['distrl', '--version']; cli.main()")
     t0 = time.monotonic()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)
@@ -248,7 +249,7 @@ def test_the_command_ends_even_when_its_exit_handlers_hang():
 
 
 def test_the_grace_past_max_time_s_follows_the_longest_iteration():
-    from distrl.core.loop import overdue_grace_s
+    from distrl.core.interrupts import overdue_grace_s
 
     assert overdue_grace_s(10.0, 1.0) == 60.0  # short runs: a minute
     assert overdue_grace_s(3600.0, 1.0) == 900.0  # a quarter of a long one
