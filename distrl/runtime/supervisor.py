@@ -111,15 +111,17 @@ class Supervisor:
                  heal: Callable[[], bool] | None = None) -> dict[int, Any]:
         """``call(slot, actor)`` on each slot's actor (every slot, or ``slots``), all at
         once; a slot whose actor died or hung gets a replacement (replace_all) and is
-        called again. One that lost an actor it called (Fault.peer) is called again as it
-        is if ``heal()`` replaced that actor (True), else replaced too. Returns {slot:
-        result} in slot order."""
+        called again. On any fault ``heal()`` first replaces the actors they call (a
+        store, a replay) that died too: a replacement starts by reading them. One that
+        lost an actor it called (Fault.peer) is called again as it is if ``heal()``
+        replaced that actor (True), else replaced too. Returns {slot: result} in slot
+        order."""
         pending = list(range(len(self.actors)) if slots is None else slots)
         results: dict[int, Any] = {}
         while pending:
             done, faults = self.settle({i: call(i, self.actors[i]) for i in pending})
             results.update(done)
-            healed = heal is not None and any(f.peer for f in faults.values()) and heal()
+            healed = heal is not None and bool(faults) and heal()
             retry = [i for i, f in faults.items() if f.peer and healed]
             pending = retry + list(self.replace_all(
                 {i: f for i, f in faults.items() if i not in retry}))

@@ -123,6 +123,39 @@ def test_call_all_replaces_an_actor_that_dies_and_calls_its_replacement(ray_loca
         sup.close()
 
 
+class NeedsPeer:
+    """Reads its peer (a store) as it starts: a dead one fails its constructor."""
+
+    def __init__(self, peer):
+        ray.get(peer.ping.remote(), timeout=10)
+
+    def ask(self, peer) -> str:
+        return ray.get(peer.ping.remote())
+
+
+def test_a_peer_that_died_with_an_actor_is_healed_before_the_replacement_starts(ray_local):
+    peer = ray.remote(num_cpus=0)(Peer)
+    peers = [peer.remote()]
+    sup = Supervisor("probes", NeedsPeer, lambda i, r: {"peer": peers[-1]}, 1,
+                     max_restarts=1, call_timeout_s=30.0, resources={"num_cpus": 0.1})
+
+    def heal() -> bool:
+        try:
+            ray.get(peers[-1].ping.remote(), timeout=10)
+            return False
+        except ray.exceptions.RayActorError:
+            peers.append(peer.remote())
+            return True
+
+    try:
+        kill(peers[0])
+        kill(sup.actors[0])  # both die: the replacement must start on a live peer
+        out = sup.call_all(lambda i, a: a.ask.remote(peers[-1]), heal=heal)
+        assert out == {0: "pong"} and len(peers) == 2 and sup.restarts == [1]
+    finally:
+        sup.close()
+
+
 def test_call_all_calls_again_as_it_is_an_actor_whose_peer_heal_replaced(ray_local):
     sup = Supervisor("probes", DiesOnFirstCall, lambda i, r: {"slot": 1, "restart": r}, 1,
                      max_restarts=1, call_timeout_s=30.0, resources={"num_cpus": 0.1})
