@@ -16,9 +16,11 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from unittest import mock
 
 import ray
 import torch
+from ray._private import ray_constants
 
 from distrl.core.env_errors import EnvError
 
@@ -51,7 +53,7 @@ def init_ray(address: str | None, cpus_needed: float = 0.0) -> float:
         print(f"distrl: joined the Ray cluster at {address}, namespace {namespace}", flush=True)
     else:  # "local": a cluster of our own even when another runs here (ray start, a notebook)
         cpus = max(os.cpu_count() or 1, math.ceil(cpus_needed))
-        with _quiet_token_notice():
+        with _quiet_token_notice(), _loopback_only():
             ray.init(address="local", num_cpus=cpus, namespace=namespace,
                      include_dashboard=False, log_to_driver=True)
     _started = True
@@ -82,6 +84,17 @@ def shutdown_within(timeout_s: float) -> bool:
               flush=True)
         return False
     return True
+
+
+def _loopback_only() -> Any:
+    """The embedded cluster serves this machine only, so nothing of it need listen beyond
+    loopback. Ray's processes (GCS, raylet and object manager, dashboard and runtime-env
+    agents, metrics servers, workers' gRPC servers) bind every interface unless the node's
+    address is loopback, and on Linux ray.init replaces a loopback address (even an
+    explicit ``_node_ip_address``) with the machine's outside one unless Ray's multi-node
+    mode is off: $RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, read once at ``import ray``, into
+    the flag switched off here while ray.init runs. Joining a cluster never comes here."""
+    return mock.patch.object(ray_constants, "ENABLE_RAY_CLUSTER", False)
 
 
 @contextmanager
