@@ -176,3 +176,37 @@ def test_nstep_fragment_over_a_frame_stacked_vector_env_with_next_step_autoreset
     ends = term[np.minimum(t[:, None] + np.arange(3), T - 1), env[:, None]]
     ends &= np.arange(3) < k[:, None]
     assert np.array_equal(frag.discounts == 0, ends.any(1))
+
+
+def test_a_restored_learner_syncs_its_target_on_the_saved_schedule():
+    """Counters and target come back: a learner restored after 64 transitions (target
+    synced at 48, every 48) syncs next at 96, as the original does, not at once."""
+    from distrl.apex.config import ApexConfig
+    from distrl.apex.roles import DQNLearner
+    from distrl.core.types import Transitions
+    from distrl.models.config import ModelConfig
+
+    cfg = ApexConfig(num_workers=0, train_batch_size=16, capacity=1_000, learning_starts=0,
+                     target_network_update_freq=48, model=ModelConfig(hiddens=(8,)))
+    spaces = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
+    rng = np.random.default_rng(0)
+
+    def batch():
+        obs = rng.normal(size=(17, 4)).astype(np.float32)
+        return Transitions(obs=obs[:-1], actions=rng.integers(0, 2, 16),
+                           rewards=rng.normal(size=16).astype(np.float32), next_obs=obs[1:],
+                           discounts=np.full(16, 0.9, np.float32))
+
+    torch.manual_seed(0)
+    learner = DQNLearner(*spaces, cfg, torch.device("cpu"))
+    ones = np.ones(16, np.float32)
+    for _ in range(4):
+        learner.update(batch(), ones)
+    restored = DQNLearner(*spaces, cfg, torch.device("cpu"))
+    restored.set_state(learner.get_state())
+    for _ in range(3):  # 64 -> 112 transitions: one more sync, at 96
+        b = batch()
+        np.testing.assert_array_equal(learner.update(b, ones)[0], restored.update(b, ones)[0])
+    assert restored.target_updates == learner.target_updates == 2
+    for k, v in learner.target.state_dict().items():
+        torch.testing.assert_close(restored.target.state_dict()[k], v, rtol=0, atol=0)

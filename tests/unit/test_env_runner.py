@@ -87,3 +87,20 @@ def test_use_model_acts_with_the_given_model(use_lstm):
     constant_value(runner, 7.0)  # edits `trained`, through runner.model
     r = runner.sample(4)
     np.testing.assert_allclose(r.values, 7.0, rtol=1e-6)
+
+
+def test_a_runner_given_another_runners_state_goes_on_as_that_runner():
+    """Seeded apart, so only the state carries the envs in progress, the action
+    generator and the reward-scaling carry (each env's running discounted return)."""
+    a = EnvRunner("CartPole-v1", 3, ModelConfig(), 0.99, 0.95, seed=3, normalize_rewards=True)
+    b = EnvRunner("CartPole-v1", 3, ModelConfig(), 0.99, 0.95, seed=4, normalize_rewards=True)
+    b.model.load_state_dict(a.model.state_dict())
+    a.sample(7)
+    b.sample(2)
+    b.set_state(a.get_state())
+    x, y = a.sample(20), b.sample(20)
+    np.testing.assert_array_equal(x.obs, y.obs)
+    np.testing.assert_array_equal(x.actions, y.actions)
+    for stats in ("mean", "m2"):
+        np.testing.assert_array_equal(getattr(x.stats["returns"], stats),
+                                      getattr(y.stats["returns"], stats))

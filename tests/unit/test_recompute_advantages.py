@@ -12,7 +12,12 @@ from distrl.core.types import PPOBatch, Rollout
 from distrl.models.config import ModelConfig
 from distrl.ppo.config import PPOConfig
 from distrl.ppo.env_runner import EnvRunner
-from distrl.ppo.loss import explained_variance, ppo_update, recomputed_gae
+from distrl.ppo.loss import (
+    explained_variance,
+    ppo_update,
+    recomputed_gae,
+    with_recomputed_gae,
+)
 
 
 def runner(seed: int) -> EnvRunner:
@@ -36,6 +41,23 @@ def test_recomputed_gae_under_the_sampling_weights_is_the_runners_gae():
     np.testing.assert_allclose(values, rollout.values, rtol=0, atol=1e-6)
     np.testing.assert_allclose(adv, rollout.advantages, rtol=0, atol=1e-5)
     np.testing.assert_allclose(targets, rollout.value_targets, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("use_gae", [True, False])
+def test_the_refreshed_batch_takes_gamma_and_lambda_from_the_config(use_gae):
+    """Under the sampling weights, with_recomputed_gae gives back the runner's GAE: the
+    config's gamma, and its GAE lambda (1 with use_gae=False), each in its place."""
+    r = EnvRunner("CartPole-v1", num_envs=3, model=ModelConfig(hiddens=(8,)), gamma=0.9,
+                  lambda_=0.8 if use_gae else 1.0, seed=0, max_episode_steps=12,
+                  keep_steps=True)
+    rollout = r.sample(40)
+    cfg = PPOConfig(num_env_runners=0, num_envs_per_env_runner=3, train_batch_size=120,
+                    minibatch_size=60, gamma=0.9, lambda_=0.8, use_gae=use_gae,
+                    advantage_normalization="none")
+    batch = PPOBatch.from_rollout(rollout, "cpu", cfg.advantage_stats())
+    fresh = with_recomputed_gae(batch, r.model, rollout.steps, cfg)
+    np.testing.assert_allclose(fresh.advantages.numpy(), rollout.advantages, atol=1e-5)
+    np.testing.assert_allclose(fresh.value_targets.numpy(), rollout.value_targets, atol=1e-5)
 
 
 def test_a_rollout_without_steps_does_not_concatenate_with_one_that_has_them():

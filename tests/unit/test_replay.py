@@ -211,3 +211,22 @@ def test_a_replaced_shards_ids_start_past_its_predecessors():
     np.testing.assert_array_equal(new.priorities(np.arange(1 << 48, (1 << 48) + 20)), before)
     new.update_priorities(new_ids, np.full(len(new_ids), 100.0))  # its own ids still work
     assert (new.priorities(np.unique(new_ids)) == 100.0).all()
+
+
+def test_a_restored_replay_goes_on_as_the_original():
+    """Every counter comes back, not only the arrays: new transitions enter at the same
+    max priority, into the same slots and frames."""
+    replay = filled(30, 45)
+    replay.update_priorities(np.arange(15, 45), np.linspace(0.1, 3.0, 30))
+    copy = PrioritizedReplay(30, (4,), np.float32, alpha=1.0, eps=0.0)
+    copy.load_state_dict(replay.state_dict())
+    for r in (replay, copy):
+        r.add(flat_fragment(np.arange(45, 55, dtype=np.float64)))
+    assert copy.stats() == replay.stats()
+    ids = np.arange(25, 55)
+    np.testing.assert_array_equal(copy.priorities(ids), replay.priorities(ids))
+    assert (replay.priorities(np.arange(45, 55)) == 3.0).all()  # the max seen before
+    a = replay.sample(16, 0.4, np.random.default_rng(10))
+    b = copy.sample(16, 0.4, np.random.default_rng(10))
+    assert np.array_equal(a[1], b[1]) and np.array_equal(a[2], b[2])
+    assert np.array_equal(a[0].obs, b[0].obs) and np.array_equal(a[0].next_obs, b[0].next_obs)
