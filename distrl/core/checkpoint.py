@@ -268,8 +268,16 @@ class Checkpoint:
         return json.loads(self._file(component, name).read_text())
 
     def tensors(self, component: str, name: str) -> Any:
-        """Tensors, numbers, lists and dicts only: never unpickles arbitrary objects."""
-        return torch.load(self._file(component, name), map_location="cpu", weights_only=True)
+        """Tensors, numbers, lists and dicts only: never unpickles arbitrary objects. A
+        file holding anything else is refused in one line naming it (a ValueError), not
+        with torch's advice to load it unsafely."""
+        try:
+            return torch.load(self._file(component, name), map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError:
+            raise ValueError(
+                f"checkpoint file {str(self.path / component / name)!r} is not tensors "
+                "and numbers only, so it is not loaded (unpickling it could run code); "
+                "distrl writes no such file: the run was damaged or altered.") from None
 
     def trusted(self, component: str, name: str) -> Any:
         """A pickle: only for resuming runs you trust (it can run code when loaded)."""
