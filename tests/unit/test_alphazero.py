@@ -106,6 +106,47 @@ def test_value_targets_mix_the_outcome_with_the_searched_value():
     np.testing.assert_allclose(half, (outcome + searched) / 2, atol=1e-6)
 
 
+def test_each_positions_outcome_is_the_return_of_its_player_to_move():
+    """With value_target_mix 0 a position's target is the game's return for the player
+    who moved there: tic-tac-toe from the empty board, player 0 at the even plies."""
+    cfg = AlphaZeroConfig(num_games=8, num_simulations=4)
+    games = SelfPlay(pyspiel.load_game("tic_tac_toe"), lambda states: np.zeros((len(states), 1)),
+                     cfg, np.random.default_rng(0))
+    ended = []
+    while len(ended) < 8:
+        ended += games.move(uniform())
+    for _, _, target, returns in ended:
+        np.testing.assert_array_equal(target, [returns[ply % 2] for ply in range(len(target))])
+    assert any(returns[0] != 0 for *_, returns in ended)  # a draw tells no player apart
+
+
+class CountingDraws:
+    """A generator that counts the moves drawn from visit counts (choice with p=)."""
+
+    def __init__(self, seed: int):
+        self.rng, self.draws = np.random.default_rng(seed), 0
+
+    def choice(self, *args, **kwargs):
+        self.draws += "p" in kwargs
+        return self.rng.choice(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.rng, name)
+
+
+@pytest.mark.parametrize("temperature_moves", [0, 2, 5])
+def test_exactly_the_first_temperature_moves_are_drawn_from_the_visits(temperature_moves):
+    """A game's moves 0 .. temperature_moves - 1 are drawn from the visit counts; the
+    rest take the most visited move (tic-tac-toe lasts at least 5 moves)."""
+    rng = CountingDraws(0)
+    cfg = AlphaZeroConfig(num_games=1, num_simulations=4, temperature_moves=temperature_moves)
+    games = SelfPlay(pyspiel.load_game("tic_tac_toe"), lambda states: np.zeros((len(states), 1)),
+                     cfg, rng)
+    while not games.move(uniform()):
+        pass
+    assert rng.draws == temperature_moves
+
+
 def test_roots_search_side_by_side_in_one_batch_per_simulation():
     calls = []
 

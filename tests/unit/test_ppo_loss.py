@@ -280,3 +280,15 @@ def test_advantages_stay_in_reward_units_without_normalization():
     standard = PPOBatch.from_rollout(rollout, "cpu", PPOHyperparams().advantage_stats())
     assert abs(float(standard.advantages.mean())) < 1e-5
     assert float(standard.advantages.std()) == pytest.approx(1.0, rel=0.02)
+
+
+def test_the_value_loss_is_unclipped_by_default():
+    """docs/ppo.md: vf_clip_param is off by default (RLlib's 10 on the squared error
+    would silence the value gradient wherever the error exceeds 3.2)."""
+    values = torch.tensor([12.0, -10.0], requires_grad=True)  # targets 2 and 0
+    loss, parts = ppo_loss(torch.zeros(2, 2), values, two_sample_batch([1.0, -2.0]),
+                           PPOHyperparams(), Categorical, 0.0, 0.0)
+    assert parts["vf_loss"].item() == pytest.approx((10.0**2 + 10.0**2) / 2)
+    loss.backward()
+    assert values.grad.tolist() == pytest.approx([0.5 * 10.0, 0.5 * -10.0])
+
