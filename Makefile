@@ -1,6 +1,7 @@
 # Two commands do everything on a fresh machine:
 #   make train   PPO on CartPole-v1, embedded local Ray, 2 env runners, stops at return 475
-#   make test    the test suite (unit, integration on a 2-CPU local Ray, learning)
+#   make test    ruff and the fast tier: every guarantee's test (about 10 minutes here)
+#   (make test-slow: learning runs, documented commands run for real; make test-all: both)
 # Both create .venv on first use. constraints.txt pins torch to the CPU wheel used on the
 # reference machines; `pip install distrl` elsewhere takes any torch >= 2.4.
 
@@ -9,7 +10,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: train test bench setup
+.PHONY: train test test-slow test-all bench setup
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
@@ -20,13 +21,26 @@ $(STAMP): pyproject.toml constraints.txt
 train: $(STAMP)
 	$(BIN)/distrl train ppo --tuned cartpole --env CartPole-v1 --num-env-runners 2 --stop-return 475
 
+# $(call pytest_tiers,EXPR): the tests EXPR selects; what may share the machine on two
+# workers, then what may not (marked alone) one at a time. pytest's 5 is "none selected".
+define pytest_tiers
+	status=0; \
+	$(BIN)/python -m pytest -q -m "($(1)) and not alone" -n 2 --dist worksteal || \
+		{ rc=$$?; [ $$rc = 5 ] || status=$$rc; }; \
+	$(BIN)/python -m pytest -q -m "($(1)) and alone" || { rc=$$?; [ $$rc = 5 ] || status=$$rc; }; \
+	exit $$status
+endef
+
 test: $(STAMP)
 	$(BIN)/ruff check distrl tests bench examples
-	@# What may share the machine runs on two workers; what may not (marked alone) after it.
-	status=0; \
-	$(BIN)/python -m pytest -q -m "not alone" -n 2 --dist worksteal || status=$$?; \
-	$(BIN)/python -m pytest -q -m alone || status=$$?; \
-	exit $$status
+	$(call pytest_tiers,not slow)
+
+test-slow: $(STAMP)
+	$(call pytest_tiers,slow)
+
+test-all: $(STAMP)
+	$(BIN)/ruff check distrl tests bench examples
+	$(call pytest_tiers,slow or not slow)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bench]'

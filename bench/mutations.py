@@ -6,8 +6,9 @@ outcome (a collection error, a timeout) is an error, not a catch.
 
     python bench/mutations.py [--only ID ...] [--list] [--baseline] [--timeout S]
 
-Prints one JSON line per mutation, then {"mutations", "caught", "missed", "errors",
-"stale", "seconds"}; exits 1 unless every mutation was caught. An entry whose ``old``
+Prints one JSON line per mutation, then {"mutations", "caught", "tier", "missed",
+"errors", "stale", "seconds"}; exits 1 unless every mutation was caught. Only the fast
+tier's tests run (``-m "not slow"``). An entry whose ``old``
 snippet no longer occurs exactly once in its file is stale: reported, not run.
 ``--baseline`` runs each distinct set of tests without any mutation: all must pass.
 
@@ -34,6 +35,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 LIST = ROOT / "docs" / "mutations.toml"
 KEYS = ("id", "guarantee", "file", "old", "new", "tests")
+TIER = "not slow"
+"""Mutations are run against the fast tier (`make test`) only: a test that guards one is
+never marked slow (a slow one would be deselected, pytest exits 5: an error, not a catch)."""
 
 
 def main() -> int:
@@ -103,7 +107,7 @@ def mutate_all(tree: Path, mutations: list[dict[str, Any]], timeout: float) -> i
         results[record["result"]].append(m["id"])
         print(json.dumps(record), flush=True)
     print(json.dumps({"mutations": len(mutations), "caught": len(results["caught"]),
-                      "missed": results["missed"], "errors": results["error"],
+                      "tier": "fast", "missed": results["missed"], "errors": results["error"],
                       "stale": results["stale"],
                       "seconds": round(time.monotonic() - t0, 1)}), flush=True)
     return 0 if len(results["caught"]) == len(mutations) else 1
@@ -158,7 +162,8 @@ def run_tests(tree: Path, tests: list[str], timeout: float) -> tuple[int | None,
     install points at the real tree); no bytecode is written, so none goes stale."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "300",  # whole lines
            "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))}
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", TIER,
+           *tests]
     t0 = time.monotonic()
     # A process group of its own (start_new_session), so that a timeout or Ctrl-C ends
     # its Ray processes with it.

@@ -1,5 +1,5 @@
 import os
-from pathlib import Path
+import sys
 
 import pytest
 import torch
@@ -9,15 +9,21 @@ torch.set_num_threads(1)
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 
 
-INTEGRATION = Path(__file__).parent / "integration"
-
-
 def pytest_collection_modifyitems(items):
-    """Integration tests start Ray clusters, time recoveries, kill actors and look at the
-    machine's processes: `make test` runs them (marked alone) one at a time, after the rest."""
+    """A test needing Ray says so (`ray`, or a fixture that starts one); `make test`
+    runs everything not marked `slow`, `make test-slow` the rest."""
     for item in items:
-        if INTEGRATION in item.path.parents:
-            item.add_marker(pytest.mark.alone)
+        if {"ray_local", "two_nodes"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.ray)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _ray_ends_with_the_session():
+    """The shared cluster of tests/integration (ray_local) lives until the last test."""
+    yield
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
 
 
 @pytest.fixture
@@ -39,8 +45,6 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     if _exit_status and not hasattr(config, "workerinput"):
-        import sys
-
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(_exit_status[-1])

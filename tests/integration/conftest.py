@@ -1,13 +1,31 @@
+import time
+
 import pytest
+
+CPUS = 2
 
 
 @pytest.fixture(scope="module")
 def ray_local():
-    """One embedded 2-CPU Ray cluster per test module (two_nodes makes another kind)."""
+    """The embedded 2-CPU Ray cluster this test process shares across its modules (a
+    Ray start costs seconds); started on first use and again after a test shut it down.
+    A module that leaves actors holding CPUs would starve the next one: the cluster is
+    then shut down, and the next module starts a clean one."""
     ray = pytest.importorskip("ray")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    if not ray.is_initialized():
+        ray.init(address="local", num_cpus=CPUS, include_dashboard=False, log_to_driver=False)
     yield ray
-    ray.shutdown()
+    if ray.is_initialized() and not _cpus_free(ray, wait_s=10.0):
+        ray.shutdown()
+
+
+def _cpus_free(ray, wait_s: float) -> bool:
+    deadline = time.monotonic() + wait_s
+    while ray.available_resources().get("CPU", 0.0) < CPUS:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 @pytest.fixture(scope="module")

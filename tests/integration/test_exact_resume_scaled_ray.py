@@ -1,4 +1,4 @@
-"""DD-PPO's bit-exact resume, the twin of tests/unit/test_exact_resume_scaled.py (PPO and
+"""DD-PPO's bit-exact resume, the twin of tests/integration/test_exact_resume_scaled.py (PPO and
 APPO in process). DD-PPO runs only on Ray, and has none of the three things that test
 turns on: no reward scaling (DDPPOConfig has no normalize_rewards; its workers' runners
 keep no running returns), no observation filter (refused: the workers would not merge

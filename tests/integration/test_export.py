@@ -11,7 +11,7 @@ import pytest
 
 import distrl
 from distrl.export import main
-from tests.unit.test_load_policy import train_tiny
+from tests.integration.test_load_policy import train_tiny
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("pettingzoo")

@@ -6,7 +6,7 @@ import pytest
 
 from distrl import AlphaZeroConfig, RunConfig, train_alphazero
 
-pytestmark = pytest.mark.learning
+pytestmark = pytest.mark.slow
 pytest.importorskip("pyspiel")
 
 

@@ -8,7 +8,7 @@ from distrl.tuned import tuned
 from tests.cli import distrl_json
 
 # Actors and learner run asynchronously: how many env steps it takes depends on timing.
-pytestmark = [pytest.mark.learning, pytest.mark.alone]
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 
 def test_apex_cli_two_shards_reaches_475_and_saves_that_policy(tmp_path):

@@ -7,7 +7,7 @@ from distrl.tuned import tuned
 from tests.cli import distrl_json
 
 # Actors and learner run asynchronously: how many env steps it takes depends on timing.
-pytestmark = [pytest.mark.learning, pytest.mark.alone]
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 
 def train(tmp_path, *flags: str) -> dict:

@@ -7,7 +7,7 @@ from distrl.ddppo.train import train_ddppo
 from distrl.tuned import tuned
 
 # Stragglers are preempted by the clock: how many env steps it takes depends on timing.
-pytestmark = [pytest.mark.learning, pytest.mark.alone]
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 
 def test_ddppo_cartpole_reaches_475_with_two_workers(tmp_path):

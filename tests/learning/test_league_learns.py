@@ -6,7 +6,7 @@ import pytest
 from distrl import RunConfig, train_league
 from distrl.tuned import tuned
 
-pytestmark = pytest.mark.learning
+pytestmark = pytest.mark.slow
 pytest.importorskip("pettingzoo")
 
 

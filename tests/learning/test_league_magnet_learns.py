@@ -11,7 +11,7 @@ from distrl.core.checkpoint import Checkpoint
 from distrl.core.evaluation import load_policy
 from tests.fakes import WeightedRockPaperScissors
 
-pytestmark = pytest.mark.learning
+pytestmark = pytest.mark.slow
 NASH = np.array([1 / 2, 1 / 6, 1 / 3])
 STEPS = 100_000  # games; the main agent plays both seats, so 200k of its moves
 

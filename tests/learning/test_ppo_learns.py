@@ -8,7 +8,7 @@ import pytest
 from distrl import RunConfig, train_ppo
 from distrl.tuned import tuned
 
-pytestmark = pytest.mark.learning
+pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("name", ["cartpole", "pendulum"])

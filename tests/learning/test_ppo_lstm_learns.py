@@ -9,7 +9,7 @@ import pytest
 from distrl import RunConfig, train_ppo
 from distrl.tuned import repeat_after, tuned
 
-pytestmark = pytest.mark.learning
+pytestmark = pytest.mark.slow
 
 REPEAT_FIRST = "distrl.core.memory_tasks:RepeatFirst"
 

@@ -6,7 +6,7 @@ from distrl.core.config import RunConfig
 from distrl.ppo.train import train_ppo
 from distrl.tuned import tuned
 
-pytestmark = pytest.mark.learning
+pytestmark = pytest.mark.slow
 
 
 def test_ppo_hopper_reaches_1000_in_process(tmp_path):

@@ -24,7 +24,7 @@ from distrl.cli import main
 from distrl.core.checkpoint import Checkpoint
 from distrl.export import export_policy
 from distrl.games.scoring import evaluate_league
-from tests.unit.tiny_game_runs import tiny_runs
+from tests.integration.tiny_game_runs import tiny_runs
 
 MARKER = "planted-pickle-ran"
 EXTRA = ("ppo/pending.pkl", "appo/pending.pkl", "replay/state.pt", "average/table.pt")

@@ -15,7 +15,7 @@ import pyspiel
 
 from distrl.cli import main
 from distrl.games.human import board
-from tests.unit.tiny_game_runs import tiny_runs
+from tests.integration.tiny_game_runs import tiny_runs
 
 EVERY_SQUARE = "".join(f"{k}\n" for k in range(9)) * 2  # the legal ones play, in order
 

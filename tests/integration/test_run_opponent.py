@@ -15,7 +15,7 @@ from distrl.games import scoring
 from distrl.games.opponents import Opponent, parse_opponent
 from distrl.games.players import SearchPlayer
 from distrl.games.policies import LocalPolicy, check_opponent
-from tests.unit.tiny_game_runs import tiny_runs
+from tests.integration.tiny_game_runs import tiny_runs
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from distrl.games.policies import LocalPolicy
 from distrl.models.config import ModelConfig
 from distrl.models.distributions import mask_logits
 from distrl.models.recurrent import actor_critic
-from tests.unit.tiny_game_runs import tiny_runs
+from tests.integration.tiny_game_runs import tiny_runs
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from distrl.games.human import play_game
 from distrl.games.opponents import parse_opponent
 from distrl.games.players import PUCT_C, run_player
 from distrl.games.scoring import evaluate_league
-from tests.unit.tiny_game_runs import tiny_runs
+from tests.integration.tiny_game_runs import tiny_runs
 
 OWN_C = 4.25
 
