@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 import mutations  # noqa: E402
 
-NAMED = re.compile(r"tests/[\w/]+\.py(?:::\w+)?")
+NAMED = re.compile(r"(?:tests/[\w/]+/)?test_\w+\.py(?:::\w+)?|(?<![\w/])::test_\w+")
 # What makes a test more than a unit test: a Ray cluster, a training loop, the CLI.
 NOT_UNIT = re.compile(r"\bray_local\b|\btwo_nodes\b|\bray\.init\(|"
                       r"main\(\[\s*\"(?:train|eval|export|play)\"|\"-m\",\s*\"distrl\"|"
@@ -21,39 +21,70 @@ NOT_UNIT = re.compile(r"\bray_local\b|\btwo_nodes\b|\bray\.init\(|"
 TRAINS = re.compile(r"\btrain_(?:ppo|appo|apex|ddppo|league|alphazero)\(")
 
 
-def named_tests() -> set[str]:
-    """The files and node ids the guarantees name (a mutation's ``-k`` narrows a file,
-    taken here as the whole file)."""
-    named = set(NAMED.findall((ROOT / "docs" / "reliability.md").read_text()))
-    for m in mutations.load(mutations.LIST):
-        named |= {arg for arg in m["tests"] if NAMED.fullmatch(arg.split("[")[0])}
+def resolve(name: str) -> str:
+    """``test_x.py::t`` as written in a table, with its folder."""
+    file, sep, node = name.partition("::")
+    if "/" not in file:
+        found = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob(file))
+        assert len(found) == 1, f"{name}: {len(found)} files of that name"
+        file = found[0]
+    return file + sep + node
+
+
+def reliability_tests() -> set[str]:
+    """Every test docs/reliability.md names; a bare ``::name`` is in the file named
+    before it on its line."""
+    named = set()
+    for line in (ROOT / "docs" / "reliability.md").read_text().splitlines():
+        file = None
+        for name in NAMED.findall(line):
+            if name.startswith("::"):
+                assert file, f"reliability.md: {name} follows no file: {line[:80]}"
+                name = file + name
+            name = resolve(name)
+            file = name.split("::")[0]
+            named.add(name)
     return named
 
 
-def slow_tests(files: set[str]) -> set[str]:
-    """Node ids (without parameters) that `-m slow` selects among ``files``."""
+def slow_tests(args: list[str]) -> set[str]:
+    """Node ids (without parameters) that `-m slow` selects among ``args``."""
     out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "slow",
-                          "-p", "no:cacheprovider", *sorted(files)],
+                          "-p", "no:cacheprovider", *args],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode in (0, 5), out.stdout[-3000:] + out.stderr[-3000:]
     return {line.split("[")[0] for line in out.stdout.splitlines() if "::" in line}
 
 
-def test_every_named_test_is_in_the_fast_tier():
-    named = named_tests()
-    assert len(named) > 50
-    files = {n.split("::")[0] for n in named}
-    missing = sorted(f for f in files if not (ROOT / f).is_file())
+def in_slow(named: set[str], slow: set[str]) -> list[str]:
+    return sorted(n for n in named if any(s == n or s.startswith(n + "::") for s in slow))
+
+
+def test_every_test_reliability_md_names_is_in_the_fast_tier():
+    named = reliability_tests()
+    assert len(named) > 40
+    missing = sorted(n for n in named if not (ROOT / n.split("::")[0]).is_file())
     assert not missing, f"named but not there: {missing}"
-    slow = slow_tests(files)
-    in_slow = sorted(n for n in named if any(s == n or s.startswith(n + "::") for s in slow))
-    assert not in_slow, (f"these guard a guarantee but are marked slow: {in_slow}; a "
-                         "guarantee's test belongs in `make test` (make it cheaper instead)")
+    slow = slow_tests(sorted({n.split("::")[0] for n in named}))
+    assert not in_slow(named, slow), (
+        f"these guard a guarantee but are marked slow: {in_slow(named, slow)}; a guarantee's "
+        "test belongs in `make test` (make it cheaper instead)")
+
+
+def test_every_test_a_mutation_names_is_in_the_fast_tier():
+    """bench/mutations.py runs the fast tier only: a slow test would catch nothing."""
+    plain, narrowed = set(), []
+    for m in mutations.load(mutations.LIST):
+        (narrowed.append(m["tests"]) if "-k" in m["tests"] else plain.update(m["tests"]))
+    assert len(plain) > 50 and narrowed
+    slow = slow_tests(sorted(plain))
+    offenders = in_slow(plain, slow) + [" ".join(args) for args in narrowed if slow_tests(args)]
+    assert not offenders, f"mutations name tests marked slow: {offenders}"
 
 
 def test_the_check_sees_a_slow_test():
     """The check above could pass by collecting nothing: it must see a marked test."""
-    slow = slow_tests({"tests/learning/test_ppo_learns.py"})
+    slow = slow_tests(["tests/learning/test_ppo_learns.py"])
     assert slow and all(s.startswith("tests/learning/test_ppo_learns.py::") for s in slow)
 
 

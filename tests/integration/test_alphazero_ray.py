@@ -23,6 +23,8 @@ from distrl.games.games import make_multiagent_env
 from tests.fakes import claim
 from tests.integration.conftest import kill
 
+pytestmark = pytest.mark.ray
+
 ENV = "pettingzoo:connect_four_v3"
 # One simulation, no noise, no sampled moves: every move is the network's top prior.
 GREEDY = AlphaZeroConfig(num_games=2, num_simulations=1, dirichlet_fraction=0.0,
@@ -96,6 +98,8 @@ def test_a_run_trains_through_ray_workers(ray_local, tmp_path):
     assert "learner/policy_loss" in out and out["faults/restarts/self_play"] == 0
 
 
+# alone: a timing bound (the actor timeout)
+@pytest.mark.alone
 def test_a_hung_worker_is_replaced_and_the_iteration_completes(ray_local, tmp_path):
     """One worker freezes in its first call; after actor_timeout_s it is replaced, the
     replacement plays its share, and both iterations complete."""
@@ -110,6 +114,8 @@ def test_a_hung_worker_is_replaced_and_the_iteration_completes(ray_local, tmp_pa
     assert out["faults/restarts/self_play"] == 1
 
 
+# alone: counts the machine's Ray processes
+@pytest.mark.alone
 def test_a_failed_start_shuts_down_the_ray_it_started_and_only_that(tmp_path):
     """In a fresh process (no test's Ray): a worker that cannot start fails the run, which
     leaves no Ray of its own running, and leaves the caller's Ray up."""

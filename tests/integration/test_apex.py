@@ -16,6 +16,8 @@ from distrl.apex.roles import SHARD_ID_SPAN, DQNLearner
 from distrl.apex.train import make_engine
 from tests.integration.conftest import kill
 
+pytestmark = pytest.mark.ray
+
 SPACES = (gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))
 
 
@@ -64,6 +66,7 @@ def test_learning_rewrites_shard_priorities(ray_local):
         engine.close()
 
 
+@pytest.mark.slow
 def test_actors_get_new_weights_only_after_max_weight_sync_delay(ray_local):
     engine, learner = runtime(max_weight_sync_delay=100)
     try:
@@ -152,6 +155,7 @@ def test_a_learner_bound_run_samples_both_shards_alike(ray_local):
         engine.close()
 
 
+@pytest.mark.slow
 def test_cli_trains_apex_then_evaluates_greedily(tmp_path):
     run = [sys.executable, "-m", "distrl"]
     out = subprocess.run([*run, "train", "apex", "--num-workers", "2", "--max-env-steps",

@@ -1,3 +1,4 @@
+
 """Ape-X's actors never wait on the learner: while a learner update holds the weights
 (a slow step) and a newer version is due to the actors, the driver keeps relaunching
 them (with the newest weights it has) instead of waiting for the update to end."""
@@ -5,7 +6,12 @@ them (with the newest weights it has) instead of waiting for the update to end."
 import threading
 import time
 
+import pytest
+
 from tests.integration.test_apex import runtime
+
+# alone: a timing bound
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.alone]
 
 HOLD_S = 6.0
 

@@ -18,6 +18,8 @@ from distrl.ppo.env_runner import EnvRunner
 from tests.fakes import record_appo_batches
 from tests.integration.conftest import kill
 
+pytestmark = pytest.mark.ray
+
 
 def sampler(n=2, max_queued=2, steps_per_env=8):
     def kwargs(i, restart):
@@ -141,6 +143,8 @@ def test_a_reader_whose_store_is_not_rebuilt_stops_with_one_line_within_its_wait
     assert time.monotonic() - t0 < 10 and "\n" not in str(err.value)
 
 
+# alone: kills the machine's ray::PolicyStore process by name
+@pytest.mark.alone
 def test_a_run_whose_store_process_is_killed_goes_on_to_its_time_limit(tmp_path):
     """The CLI run as a chaos run kills it: the store's process SIGKILLed after the first
     iteration. A clean run of this length reaches 500 (seeds 0-2)."""

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.ray
+
 
 def distrl(*args, **kw):
     return subprocess.run([sys.executable, "-m", "distrl", *args], capture_output=True,
@@ -73,6 +75,7 @@ def test_bad_input_is_refused_before_any_training(tmp_path, args, message):
     assert not list(tmp_path.rglob("metrics.jsonl"))
 
 
+@pytest.mark.slow
 def test_train_ddppo_json(tmp_path):
     out = distrl("train", "ddppo", "--num-workers", "2", "--num-envs-per-worker", "2",
                  "--evaluation-interval", "1", "--evaluation-duration", "2",
@@ -116,6 +119,8 @@ def test_tuned_in_process_runs_all_the_tuned_envs(tmp_path):
     assert saved["config"]["num_envs_per_env_runner"] == 32  # as the learning test and bench
 
 
+# alone: a timing bound
+@pytest.mark.alone
 def test_an_unreachable_address_is_one_line_naming_it():
     t0 = time.perf_counter()
     out = distrl("train", "ppo", "--num-env-runners", "1", "--address", "127.0.0.1:9",
@@ -125,6 +130,7 @@ def test_an_unreachable_address_is_one_line_naming_it():
     assert time.perf_counter() - t0 < 60
 
 
+@pytest.mark.slow
 def test_each_run_gets_its_own_ray_namespace():
     code = ("import ray\nfrom distrl.runtime.cluster import init_ray\n"
             "init_ray(None, 1)\nprint(ray.get_runtime_context().namespace)\n")
@@ -133,6 +139,8 @@ def test_each_run_gets_its_own_ray_namespace():
     assert all(n.startswith("distrl-") for n in names) and names[0] != names[1]
 
 
+# alone: counts the machine's Ray processes
+@pytest.mark.alone
 def test_a_cluster_already_running_here_does_not_stop_a_local_run(tmp_path):
     """Without --address a run starts a cluster of its own; `ray start --head` on the
     machine made every Ray run fail ("num_cpus ... must not be provided")."""
@@ -174,6 +182,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# alone: counts the machine's Ray processes
+@pytest.mark.slow
+@pytest.mark.alone
 def test_a_run_shuts_down_the_ray_it_started_and_only_that(tmp_path):
     train = ("train_ppo(PPOConfig(num_env_runners=1, num_envs_per_env_runner=2, "
              "train_batch_size=64, minibatch_size=32, num_epochs=1), "

@@ -25,6 +25,8 @@ from tests.fakes import (
     slow_in_one_process,
 )
 
+pytestmark = pytest.mark.ray
+
 SMALL = DDPPOConfig(num_workers=2, num_envs_per_worker=2, rollout_fragment_length=16,
                     minibatch_size=8, num_epochs=2, collective_timeout_s=20.0)
 LSTM = replace(SMALL, model=ModelConfig(use_lstm=True, lstm_cell_size=8, max_seq_len=5))
@@ -85,6 +87,9 @@ def test_replicas_stay_bit_identical(ray_local, cfg):
         assert np.array_equal(v, after[0][k])
 
 
+# alone: a timing bound
+@pytest.mark.slow
+@pytest.mark.alone
 def test_straggler_is_preempted_and_round_time_bounded(ray_local, tmp_path):
     # One worker's envs sleep 50 ms per step: its 40-step fragment takes >= 2 s. With
     # threshold 0.5 it stops once the other has finished and it has 25% (10 steps).
@@ -131,6 +136,8 @@ def test_a_worker_killed_mid_update_is_replaced_and_survivors_roll_back(ray_loca
     assert "replaced (restart 1/3)" in capfd.readouterr().out
 
 
+# alone: a timing bound (the collective timeout)
+@pytest.mark.alone
 def test_a_hung_worker_is_named_and_replaced(ray_local, tmp_path, capfd):
     # One worker's env blocks at its 40th step (round 1); the survivor's collective fails
     # after 3 s, the hung worker is killed after 6 s and replaced, the round retaken.

@@ -9,6 +9,8 @@ import torch
 from distrl.league.config import LeagueConfig
 from tests.fakes import random_rollout
 
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
 OBS, ACT = gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Discrete(2)
 CONFIG = LeagueConfig(minibatch_size=16, num_epochs=1)
 

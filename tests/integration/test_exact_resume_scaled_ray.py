@@ -17,6 +17,8 @@ from distrl.ddppo.config import DDPPOConfig
 from distrl.ddppo.train import train_ddppo
 from distrl.models.config import ModelConfig
 
+pytestmark = pytest.mark.ray
+
 SMALL = DDPPOConfig(num_workers=2, num_envs_per_worker=2, rollout_fragment_length=16,
                     minibatch_size=8, num_epochs=2, model=ModelConfig(hiddens=(16,)),
                     collective_timeout_s=20.0)

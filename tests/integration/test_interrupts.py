@@ -38,6 +38,9 @@ RAY_STARTING = '''
 import pathlib, sys
 import ray
 from distrl.cli import main
+
+# alone: signals sent at timed moments; no Ray process may be left on the machine
+pytestmark = [pytest.mark.ray, pytest.mark.alone]
 real = ray.init
 def init(*args, **kwargs):
     pathlib.Path(sys.argv[1]).touch()

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
 pytest.importorskip("ray")
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "league_heterogeneous.py"

@@ -14,6 +14,8 @@ from distrl import LeagueConfig, LeagueRules, RunConfig, train_league
 from distrl.core.checkpoint import Checkpoint
 from tests.integration.conftest import kill
 
+pytestmark = pytest.mark.ray
+
 GAME = "pettingzoo:connect_four_v3"
 
 
@@ -56,6 +58,7 @@ def test_runner_switches_mappings_at_next_reset_and_picks_up_new_versions(ray_lo
         learners.stop()
 
 
+@pytest.mark.slow
 def test_failed_start_stops_learners_and_store(ray_local, monkeypatch, tmp_path):
     from distrl.league import remote as league
     from distrl.store.remote import HEAD_NAME
@@ -85,6 +88,7 @@ CONFIG = LeagueConfig(
     num_env_runners=2, num_cpus_per_learner=0.25, num_cpus_per_env_runner=0.25)
 
 
+@pytest.mark.slow
 def test_ray_league_trains_snapshots_and_resumes(ray_local, tmp_path):
     from distrl.core.loop import Start
     from distrl.league.train import LeagueRun
@@ -125,6 +129,7 @@ def test_ray_league_trains_snapshots_and_resumes(ray_local, tmp_path):
     assert np.isfinite(first["league/elo/main_0"])
 
 
+@pytest.mark.slow
 def test_ray_league_trains_lstm_learners_through_the_store(ray_local, tmp_path):
     """Recurrent learners on Ray: runners act through the store's views with a state per
     game and seat, learners train on sequences and publish; the main agent's LSTM moved
@@ -149,6 +154,7 @@ def test_ray_league_trains_lstm_learners_through_the_store(ray_local, tmp_path):
                if k.startswith("lstm.")), "the main agent's LSTM never trained"
 
 
+@pytest.mark.slow
 def test_ray_league_state_critics_train_in_their_learners(ray_local, tmp_path):
     """State critics on Ray: match runners record the games' nodes, each learner fits
     its critic (in its checkpointed state, with Adam's steps taken)."""
@@ -169,6 +175,7 @@ def test_ray_league_state_critics_train_in_their_learners(ray_local, tmp_path):
     assert all(int(s["step"]) >= 1 for s in critic["optimizer"]["state"].values())
 
 
+@pytest.mark.slow
 def test_ray_league_counterfactual_learners_get_each_moves_reach(ray_local, tmp_path):
     """Magnet.counterfactual on Ray: match runners record each move's reach (a learner
     given samples without it refuses them, which would fail the run)."""
@@ -191,6 +198,8 @@ def make_spaces():
     return policy_obs_space(env.observation_space("player_0")), env.action_space("player_0")
 
 
+# alone: a timing bound
+@pytest.mark.alone
 def test_a_learner_that_cannot_start_is_an_error_within_its_timeout(ray_local):
     """Both CPUs held elsewhere: add_policy waited forever for its learner."""
     from distrl.games.games import make_multiagent_env, policy_obs_space
@@ -309,6 +318,7 @@ def test_a_lost_policy_store_and_replay_actor_are_rebuilt(restartable_league):
         league_run.iterate()
 
 
+@pytest.mark.slow
 def test_overlapped_learners_train_on_the_last_play_while_the_runners_play(ray_local, tmp_path):
     """overlap_learning: each update takes the samples the play before it left, while the
     runners play the next batch; a checkpoint first trains on what is left, a reset
@@ -346,6 +356,8 @@ def test_overlapped_learners_train_on_the_last_play_while_the_runners_play(ray_l
         league_run.close()
 
 
+# alone: a timing bound
+@pytest.mark.alone
 def test_a_store_that_does_not_answer_stops_the_driver_within_the_store_timeout(
         ray_local, monkeypatch):
     """The driver's store calls wait STORE_TIMEOUT_S (120 s; 1 s here) and name the store,

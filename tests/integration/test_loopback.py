@@ -1,3 +1,4 @@
+
 """A run's embedded Ray cluster listens on loopback only: nothing of it is reachable from
 another machine."""
 
@@ -6,9 +7,13 @@ import os
 import time
 
 import psutil
+import pytest
 import ray
 
 from distrl.runtime.cluster import init_ray, release_ray
+
+# alone: lists the listening sockets of its cluster's processes
+pytestmark = [pytest.mark.ray, pytest.mark.alone]
 
 # The processes of the cluster that open ports of their own choosing (ray::IDLE: a
 # worker), each seen listening before the check. The autoscaler's monitor.py and the

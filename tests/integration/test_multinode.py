@@ -28,7 +28,7 @@ from distrl import (
 from distrl.core.checkpoint import Checkpoint
 from tests.fakes import quiet_run
 
-pytestmark = pytest.mark.multinode
+pytestmark = [pytest.mark.multinode, pytest.mark.ray, pytest.mark.slow]
 ray = pytest.importorskip("ray")
 TINY = ModelConfig(hiddens=(16,))
 

@@ -12,6 +12,8 @@ import ray
 from distrl.runtime.placement import Placement, bundle_of
 from distrl.runtime.supervisor import Fault, Supervisor
 
+pytestmark = pytest.mark.ray
+
 
 def test_bundles_take_cpus_and_gpus_and_drop_zeros():
     assert bundle_of({"num_cpus": 0.5}) == {"CPU": 0.5}
@@ -60,6 +62,7 @@ def test_a_replaced_actor_goes_back_into_its_bundle(ray_local):
     assert ray.util.placement_group_table()[group]["state"] == "REMOVED"
 
 
+@pytest.mark.slow
 def test_cli_asking_for_more_nodes_than_there_are_is_one_line(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "distrl", "train", "ppo", "--num-env-runners", "2",

@@ -19,6 +19,8 @@ from distrl.store.policy_cache import PolicySpec, flatten_policy
 from distrl.store.remote import PolicyReader, head_store, publish
 from tests.integration.conftest import kill
 
+pytestmark = pytest.mark.ray
+
 SPEC = PolicySpec(gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))
 BIG = PolicySpec(SPEC.obs_space, SPEC.act_space, ModelConfig(hiddens=(1024, 1024),
                                                              vf_share_layers=True))
@@ -165,6 +167,8 @@ def test_versions_only_rise(head):
     assert ray.get(head.versions.remote(["v", "unknown"])) == {"v": 2}
 
 
+# alone: measures processes' memory
+@pytest.mark.alone
 def test_runners_on_one_node_map_one_shared_copy(head):
     ids = [f"big{i}" for i in range(16)]
     for pid in ids:  # 16 policies of 1.06M parameters: 4.2 MB each, 68 MB in all

@@ -1,6 +1,8 @@
+
 """Two Ray nodes on this machine: each node gets its own store and its own copy."""
 
 import numpy as np
+import pytest
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -9,11 +11,14 @@ from distrl.store.remote import head_store, publish
 from tests.integration.conftest import kill
 from tests.integration.test_policy_store import SPEC, Probe, Publisher, reference_output
 
+pytestmark = pytest.mark.ray
+
 
 def on(node_id):
     return NodeAffinitySchedulingStrategy(node_id, soft=False)
 
 
+@pytest.mark.slow
 def test_each_node_reads_through_its_own_store_and_copy(two_nodes):
     head_node, other_node = two_nodes
     head = head_store()

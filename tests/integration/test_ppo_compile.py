@@ -50,6 +50,7 @@ def compiled_calls(monkeypatch):
     return calls
 
 
+@pytest.mark.slow
 def test_a_compiled_update_trains_as_the_eager_one(compiled_calls):
     torch.manual_seed(0)
     eager = ActorCritic(OBS, ACT, ModelConfig(hiddens=(16, 16)))

@@ -1,3 +1,4 @@
+
 """PPO with overlap on Ray runners: the next round is requested before the learner
 trains, and a runner killed while its request is in flight is replaced."""
 
@@ -6,6 +7,7 @@ import time
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 from distrl import PPOConfig, RunConfig, train_ppo
 from distrl.core.checkpoint import Checkpoint
@@ -13,6 +15,8 @@ from distrl.models.actor_critic import ActorCritic
 from distrl.models.config import ModelConfig
 from tests.fakes import counting
 from tests.integration.test_ray_runners import group, weights_of
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 def test_a_runner_killed_with_its_request_in_flight_is_replaced(ray_local):

@@ -1,3 +1,4 @@
+
 """What a person reads of a run: progress against the budget with an ETA, the last
 evaluation's win rates kept on screen, the final line's headline, the configs in force
 (`--print-config`, config.json beside the run)."""
@@ -6,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from rich.console import Console
 
 from distrl.core.display import Budget, Shown, headline, progress_text
@@ -112,6 +114,7 @@ def test_print_config_shows_the_tuned_and_given_values_without_training(tmp_path
     assert not list(tmp_path.iterdir())  # no run directory: nothing trained
 
 
+@pytest.mark.slow
 def test_a_tuned_entry_env_config_goes_with_its_env_only(tmp_path):
     keep = {"include_cfrc_ext_in_observation": False}
     assert tuned("ant").env_config == keep
@@ -125,6 +128,7 @@ def test_a_tuned_entry_env_config_goes_with_its_env_only(tmp_path):
     assert given["run"]["env_config"] == {"healthy_reward": 2.0}
 
 
+@pytest.mark.slow
 def test_a_tuned_entry_brings_its_vector_mode_and_a_flag_overrides_it(tmp_path):
     config, _ = _cli(["train", "ppo", "--tuned", "humanoid", "--print-config"], tmp_path)
     assert config["run"]["vector_mode"] == tuned("humanoid").vector_mode == "threads"

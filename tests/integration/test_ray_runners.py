@@ -16,6 +16,8 @@ from distrl.ppo.remote import RayRunnerGroup
 from tests.fakes import counting, hang_once_in_one_process
 from tests.integration.conftest import kill
 
+pytestmark = pytest.mark.ray
+
 
 def group(env="CartPole-v1", n=2, envs=4, run=None):
     def kwargs(i, restart):
@@ -80,6 +82,8 @@ def test_runner_errors_reach_the_driver(ray_local):
     g.close()
 
 
+# alone: a timing bound (the actor timeout)
+@pytest.mark.alone
 def test_a_hung_runner_is_named_replaced_and_its_sample_retaken(ray_local, tmp_path, capfd):
     # One runner's env blocks for 10 minutes at its 20th step; the call times out after 4 s.
     g = group(env=hang_once_in_one_process(str(tmp_path), at=20), n=2, envs=1,

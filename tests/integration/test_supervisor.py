@@ -12,6 +12,8 @@ import ray
 from distrl.runtime.supervisor import Fault, Restarts, Supervisor, kill_and_wait
 from tests.integration.conftest import kill
 
+pytestmark = pytest.mark.ray
+
 
 class SlowToRestart:
     """Starts at once the first time; a replacement takes 4 s more to start (torch, envs)."""
@@ -31,6 +33,8 @@ def group(make_kwargs, max_restarts: int = 2) -> Supervisor:
                       call_timeout_s=2.0, start_timeout_s=300.0, resources={"num_cpus": 0.1})
 
 
+# alone: a timing bound
+@pytest.mark.alone
 def test_a_replacement_answers_its_first_call_within_the_call_timeout(ray_local):
     sup = group(lambda i, r: {"restart": r})
     try:

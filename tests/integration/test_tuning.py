@@ -4,6 +4,8 @@ import pytest
 
 from distrl.tune import split_params, trainable
 
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
 
 def test_a_two_trial_sweep_reports_every_iteration(ray_local, tmp_path):
     tune = pytest.importorskip("ray.tune")

@@ -12,6 +12,8 @@ import pytest
 
 from distrl import PPOConfig, RunConfig, train_ppo
 
+pytestmark = pytest.mark.ray
+
 ENVMODS = str(Path(__file__).parents[1] / "envmods")
 SMALL = ["--train-batch-size", "64", "--minibatch-size", "32", "--num-epochs", "1"]
 
@@ -29,6 +31,7 @@ def last_json(out):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runners", [0, 2])
 def test_registered_env_with_env_config_trains_resumes_and_evaluates(tmp_path, runners):
     per_runner = "4" if runners == 0 else "2"
