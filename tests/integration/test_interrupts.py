@@ -14,8 +14,12 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from distrl import PPOConfig, RunConfig, train_ppo
+
+# alone: signals sent at timed moments; no Ray process may be left on the machine
+pytestmark = [pytest.mark.ray, pytest.mark.alone]
 
 ROOT = Path(__file__).resolve().parents[2]
 INTERRUPTED = "distrl: interrupted; stopped without saving anything more"
@@ -39,8 +43,6 @@ import pathlib, sys
 import ray
 from distrl.cli import main
 
-# alone: signals sent at timed moments; no Ray process may be left on the machine
-pytestmark = [pytest.mark.ray, pytest.mark.alone]
 real = ray.init
 def init(*args, **kwargs):
     pathlib.Path(sys.argv[1]).touch()

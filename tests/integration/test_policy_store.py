@@ -106,7 +106,8 @@ class Publisher:
 def plasma_objects() -> int:
     from ray._private.internal_api import memory_summary  # no public API for this count
 
-    return int(re.search(r"(\d+) objects", memory_summary(stats_only=True)).group(1))
+    return int(re.search(r"(\d+) objects", memory_summary(ray.get_runtime_context().gcs_address,
+                                                          stats_only=True)).group(1))
 
 
 def wait_for(condition, timeout_s=10.0):
