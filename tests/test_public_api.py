@@ -1,4 +1,4 @@
-"""The public API (issue 13): ``from distrl import NAME`` gives the documented class or
+"""The public API: ``from distrl import NAME`` gives the documented class or
 function for every NAME in ``distrl.__all__``, in a fresh interpreter, both before and
 after every submodule of distrl has been imported, and no public name equals the last
 component of any submodule's name (a submodule named like a public function replaces it
@@ -110,6 +110,7 @@ def test_all_lists_the_documented_names():
             "train_ddppo", "ModelConfig", "Callbacks"} <= set(distrl.__all__)
 
 
+@pytest.mark.slow  # an interpreter per name; test_no_public_name_is_a_submodule_name is the fast guard
 @pytest.mark.parametrize("name", distrl.__all__)
 def test_fresh_interpreter_imports_the_object(name, tmp_path):
     check_documented(name, run_python(FRESH, tmp_path, name))
