@@ -110,7 +110,9 @@ def test_all_lists_the_documented_names():
             "train_ddppo", "ModelConfig", "Callbacks"} <= set(distrl.__all__)
 
 
-@pytest.mark.slow  # an interpreter per name; test_no_public_name_is_a_submodule_name is the fast guard
+# An interpreter per name: slow tier. test_no_public_name_is_a_submodule_name guards the
+# same bug (a submodule shadowing a public name) in the fast tier.
+@pytest.mark.slow
 @pytest.mark.parametrize("name", distrl.__all__)
 def test_fresh_interpreter_imports_the_object(name, tmp_path):
     check_documented(name, run_python(FRESH, tmp_path, name))
