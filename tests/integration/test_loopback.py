@@ -12,8 +12,7 @@ import ray
 
 from distrl.runtime.cluster import init_ray, release_ray
 
-# alone: lists the listening sockets of its cluster's processes
-pytestmark = [pytest.mark.ray, pytest.mark.alone]
+pytestmark = pytest.mark.ray
 
 # The processes of the cluster that open ports of their own choosing (ray::IDLE: a
 # worker), each seen listening before the check. The autoscaler's monitor.py and the

@@ -11,7 +11,7 @@ from distrl.store.remote import head_store, publish
 from tests.integration.conftest import kill
 from tests.integration.test_policy_store import SPEC, Probe, Publisher, reference_output
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.multinode]
 
 
 def on(node_id):
