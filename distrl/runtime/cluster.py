@@ -8,6 +8,7 @@ import logging
 import math
 import os
 import resource
+import signal
 import socket
 import sys
 import threading
@@ -53,9 +54,12 @@ def init_ray(address: str | None, cpus_needed: float = 0.0) -> float:
         print(f"distrl: joined the Ray cluster at {address}, namespace {namespace}", flush=True)
     else:  # "local": a cluster of our own even when another runs here (ray start, a notebook)
         cpus = max(os.cpu_count() or 1, math.ceil(cpus_needed))
-        with _quiet_token_notice(), _loopback_only():
+        with _quiet_token_notice(), _loopback_only(), _ctrl_c_noted() as interrupted:
             ray.init(address="local", num_cpus=cpus, namespace=namespace,
                      include_dashboard=False, log_to_driver=True)
+        if interrupted:
+            shutdown_within(SHUTDOWN_TIMEOUT_S)
+            raise KeyboardInterrupt
     _started = True
     return time.perf_counter() - t0
 
@@ -95,6 +99,29 @@ def _loopback_only() -> Any:
     mode is off: $RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, read once at ``import ray``, into
     the flag switched off here while ray.init runs. Joining a cluster never comes here."""
     return mock.patch.object(ray_constants, "ENABLE_RAY_CLUSTER", False)
+
+
+@contextmanager
+def _ctrl_c_noted() -> Iterator[list[int]]:
+    """Ctrl-C while the cluster starts stops the command. Ray imports modules as it
+    starts, and a KeyboardInterrupt raised in an import's callback is printed and dropped
+    by Python ("Exception ignored in ..."), so the start went on: the signal is noted
+    too, for init_ray to raise again once ray.init returns."""
+    noted: list[int] = []
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield noted  # a handler of the caller's (the training loop's) stays in charge
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        noted.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @contextmanager

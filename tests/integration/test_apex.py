@@ -37,6 +37,7 @@ def shard_stats(engine):
     return ray_module.get([s.stats.remote() for s in engine.shards.actors])
 
 
+@pytest.mark.slow
 def test_actors_send_fragments_straight_to_a_shard(ray_local):
     engine, _ = runtime()
     try:
@@ -51,6 +52,7 @@ def test_actors_send_fragments_straight_to_a_shard(ray_local):
         engine.close()
 
 
+@pytest.mark.slow
 def test_learning_rewrites_shard_priorities(ray_local):
     engine, learner = runtime(worker_side_prioritization=False)  # all enter at 1.0
     try:

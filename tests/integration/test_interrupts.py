@@ -134,3 +134,31 @@ def test_ctrl_c_while_ray_starts_is_one_line_and_leaves_no_ray_process(tmp_path)
                    if ray_tmp in " ".join(p.info["cmdline"] or ())]:
         assert time.monotonic() < deadline, f"Ray processes left: {left}"
         time.sleep(0.5)
+
+
+def test_ctrl_c_that_python_drops_during_the_ray_start_still_stops(monkeypatch):
+    """Python prints and drops a KeyboardInterrupt raised in an import's callback; Ray
+    imports as it starts, so a Ctrl-C there was lost and the run went on."""
+    import ray
+
+    from distrl.runtime import cluster
+
+    def init_that_drops_the_interrupt(**kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except KeyboardInterrupt:
+            pass  # what Python does in a weakref callback
+
+    shut = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init_that_drops_the_interrupt)
+    monkeypatch.setattr(cluster, "shutdown_within", lambda timeout_s: shut.append(timeout_s))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            cluster.init_ray(None)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert shut, "the cluster that started is shut down before the interrupt goes on"
+    assert not cluster._started

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.ray
 GAME = "pettingzoo:connect_four_v3"
 
 
+@pytest.mark.slow
 def test_runner_switches_mappings_at_next_reset_and_picks_up_new_versions(ray_local):
     from distrl.games.games import make_multiagent_env, policy_obs_space
     from distrl.league.learners import DistributedLearners

@@ -27,6 +27,7 @@ def test_bundles_take_cpus_and_gpus_and_drop_zeros():
     ({"num_cpus": 1.5}, 2, "STRICT_PACK", "STRICT_PACK needs {'CPU': 3.0} on one node"),
     ({"num_cpus": 0}, 2, "SPREAD", "ask for no CPUs or GPUs"),
 ])
+@pytest.mark.slow
 def test_what_can_never_be_placed_is_refused_at_once(ray_local, resources, size, strategy, says):
     t0 = time.monotonic()
     with pytest.raises(ValueError, match=says.replace("{", r"\{").replace("}", r"\}")):
@@ -35,6 +36,7 @@ def test_what_can_never_be_placed_is_refused_at_once(ray_local, resources, size,
     assert not [g for g in ray.util.placement_group_table().values() if g["state"] != "REMOVED"]
 
 
+@pytest.mark.slow
 def test_what_cannot_be_placed_now_fails_after_the_timeout(ray_local):
     held = Placement("others", {"num_cpus": 2}, 1, "PACK")  # another job holds both CPUs
     try:
@@ -49,6 +51,7 @@ class Probe:
         return ray.get_runtime_context().get_placement_group_id()
 
 
+@pytest.mark.slow
 def test_a_replaced_actor_goes_back_into_its_bundle(ray_local):
     sup = Supervisor("probes", Probe, lambda i, r: {}, 2, max_restarts=1, call_timeout_s=30,
                      resources={"num_cpus": 0.5}, placement_strategy="PACK")

@@ -194,6 +194,7 @@ class Idle:
         return 1
 
 
+@pytest.mark.slow
 def test_kill_and_wait_returns_once_the_actors_are_dead(ray_local):
     """A call sent right after a bare ray.kill was served in 3 of 30 tries here: after
     kill_and_wait, none of 30 may be."""

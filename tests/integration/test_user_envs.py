@@ -98,6 +98,7 @@ def test_evaluation_every_n_iterations_and_stop_on_eval(tmp_path, monkeypatch):
     assert result["stopped_by"] == "stop_return" and result["iteration"] == 3
 
 
+@pytest.mark.slow
 def test_a_ray_node_that_cannot_import_the_env_module_is_named(ray_local, tmp_path,
                                                                 monkeypatch):
     # The cluster started without the module on its path; only the driver can import it.
