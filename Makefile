@@ -1,6 +1,6 @@
 # Two commands do everything on a fresh machine:
 #   make train   PPO on CartPole-v1, embedded local Ray, 2 env runners, stops at return 475
-#   make test    ruff and the fast tier: every guarantee's test (about 10 minutes here)
+#   make test    ruff and the fast tier: every guarantee's test (under 10 minutes here)
 #   (make test-slow: learning runs, documented commands run for real; make test-all: both)
 # Both create .venv on first use. constraints.txt pins torch to the CPU wheel used on the
 # reference machines; `pip install distrl` elsewhere takes any torch >= 2.4.
