@@ -1,8 +1,9 @@
 """Every fenced ```python and ```bash block of README.md and docs/*.md runs as a user
 would copy it, with a tiny budget: $DISTRL_MAX_ENV_STEPS caps every run (distrl.loop),
-$RAY_ADDRESS is unset (Ray starts embedded), ``distrl`` is this venv's console script,
-and the working directory is an empty tmp dir (so ``runs/...`` paths must be made by an
-earlier line of the same block).
+$RAY_ADDRESS is unset and Ray's temp dir is the block's own (Ray starts embedded, never
+joining a cluster that another test or process registered on the machine), ``distrl``
+is this venv's console script, and the working directory is an empty tmp dir (so
+``runs/...`` paths must be made by an earlier line of the same block).
 
 Python blocks run in a fresh interpreter; bash blocks run line by line in one bash
 (``set -e``, each logical line announced, so a failure names its markdown line).
@@ -28,6 +29,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,8 +97,12 @@ def marker_before(lines: list[str], fence: int) -> str | None:
 BLOCKS = [b for path in DOCS for b in parse(path)]
 
 
-def example_env() -> dict[str, str]:
+def example_env(ray_tmp: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    # A plain ray.init() joins the cluster that `ray start` (or ray.cluster_utils, in a
+    # test beside this one) named in <temp dir>/ray/ray_current_cluster: a fresh machine
+    # has none. Short: Ray's socket paths under it must fit 107 bytes.
+    env["RAY_TMPDIR"] = ray_tmp
     env["DISTRL_MAX_ENV_STEPS"] = MAX_ENV_STEPS
     env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])
     # The distrl next to these docs, also when the venv's editable install points elsewhere.
@@ -105,8 +111,9 @@ def example_env() -> dict[str, str]:
 
 
 def run(args: list[str], cwd: Path, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(args, cwd=cwd, env=example_env(), capture_output=True, text=True,
-                          timeout=TIMEOUT_S, **kw)
+    with tempfile.TemporaryDirectory(prefix="distrl-docs-", ignore_cleanup_errors=True) as t:
+        return subprocess.run(args, cwd=cwd, env=example_env(t), capture_output=True,
+                              text=True, timeout=TIMEOUT_S, **kw)
 
 
 def tail(text: str, n: int = 6000) -> str:
