@@ -17,11 +17,6 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if {"ray_local", "two_nodes"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.ray)
-        # A simulated multi-node cluster registers itself as `ray start` does: a plain
-        # `ray.init()` elsewhere on the machine (a documented example) would join it.
-        if "two_nodes" in getattr(item, "fixturenames", ()) or item.get_closest_marker(
-                "multinode"):
-            item.add_marker(pytest.mark.alone)
     items.sort(key=lambda item: (not item.get_closest_marker("slow"),
                                  not item.get_closest_marker("ray")))
 

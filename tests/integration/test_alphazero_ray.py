@@ -114,8 +114,6 @@ def test_a_hung_worker_is_replaced_and_the_iteration_completes(ray_local, tmp_pa
     assert out["faults/restarts/self_play"] == 1
 
 
-# alone: counts the machine's Ray processes
-@pytest.mark.alone
 def test_a_failed_start_shuts_down_the_ray_it_started_and_only_that(tmp_path):
     """In a fresh process (no test's Ray): a worker that cannot start fails the run, which
     leaves no Ray of its own running, and leaves the caller's Ray up."""

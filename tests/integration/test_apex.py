@@ -14,6 +14,7 @@ import torch
 from distrl import ApexConfig, ModelConfig, RunConfig
 from distrl.apex.roles import SHARD_ID_SPAN, DQNLearner
 from distrl.apex.train import make_engine
+from tests.cli import distrl_json
 from tests.integration.conftest import kill
 
 pytestmark = pytest.mark.ray
@@ -176,3 +177,21 @@ def test_cli_trains_apex_then_evaluates_greedily(tmp_path):
     stochastic = subprocess.run([*run, "eval", result["checkpoint"], "--stochastic"],
                                 capture_output=True, text=True, timeout=300)
     assert stochastic.returncode != 0 and "greedily" in stochastic.stderr
+
+
+@pytest.mark.slow
+def test_apex_trains_on_pong_frames_with_two_actors(tmp_path):
+    """Frames through the CLI: a smoke run (no timing or reward bound: not alone)."""
+    # In a child process, as a user runs it: once, the pytest process that ran this
+    # in process (Ray, ALE and a learner thread in the driver) aborted after the test.
+    result = distrl_json(
+        "train", "apex", "--env", "ALE/Pong-v5",
+        "--num-workers", "2", "--rollout-fragment-length", "50", "--learning-starts", "500",
+        "--capacity", "4000", "--num-replay-buffer-shards", "2", "--train-batch-size", "32",
+        "--training-intensity", "1.0", "--hiddens", "256", "--activation", "relu",
+        "--max-env-steps", "3000", "--logdir", str(tmp_path), "--json", "--no-progress",
+        "--num-torch-threads", "1")
+    assert result["env/steps_total"] >= 3_000
+    assert result["learner/trained_total"] > 0 and np.isfinite(result["learner/loss"])
+    # Frames are stored once: far below two (4, 84, 84) stacks (56,448 bytes).
+    assert result["replay/bytes_per_transition"] < 10_000

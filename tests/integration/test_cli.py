@@ -139,7 +139,7 @@ def test_each_run_gets_its_own_ray_namespace():
     assert all(n.startswith("distrl-") for n in names) and names[0] != names[1]
 
 
-# alone: counts the machine's Ray processes
+# alone: registers a `ray start` cluster machine-wide (/tmp/ray/ray_current_cluster)
 @pytest.mark.alone
 def test_a_cluster_already_running_here_does_not_stop_a_local_run(tmp_path):
     """Without --address a run starts a cluster of its own; `ray start --head` on the
@@ -182,9 +182,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-# alone: counts the machine's Ray processes
 @pytest.mark.slow
-@pytest.mark.alone
 def test_a_run_shuts_down_the_ray_it_started_and_only_that(tmp_path):
     train = ("train_ppo(PPOConfig(num_env_runners=1, num_envs_per_env_runner=2, "
              "train_batch_size=64, minibatch_size=32, num_epochs=1), "

@@ -156,40 +156,29 @@ def test_ray_league_trains_lstm_learners_through_the_store(ray_local, tmp_path):
 
 
 @pytest.mark.slow
-def test_ray_league_state_critics_train_in_their_learners(ray_local, tmp_path):
-    """State critics on Ray: match runners record the games' nodes, each learner fits
-    its critic (in its checkpointed state, with Adam's steps taken)."""
+def test_ray_league_state_critics_and_counterfactual_magnets_train_in_their_learners(
+        ray_local, tmp_path):
+    """On Ray, match runners record what each learner needs beyond its samples: the
+    games' nodes (each learner fits its state critic, checkpointed with Adam's steps
+    taken) and each move's reach (Magnet.counterfactual: a learner given samples without
+    it refuses them, which would fail the run). One run checks both."""
     from dataclasses import replace
 
-    from distrl import ModelConfig
+    from distrl import Magnet, ModelConfig
 
     pytest.importorskip("pyspiel")
-    config = replace(CONFIG, model=ModelConfig(hiddens=(32,)), state_critic=True, gamma=1.0)
+    config = replace(CONFIG, model=ModelConfig(hiddens=(32,)), state_critic=True, gamma=1.0,
+                     magnet=Magnet(coeff=0.2, counterfactual=True))
     run = RunConfig(env="openspiel:kuhn_poker", logdir=str(tmp_path), progress=False,
                     max_env_steps=1_500)
     result = train_league(config, run)
     assert result["iteration"] >= 2 and result["learner/main_0/critic_loss"] > 0
+    assert result["learner/main_0/magnet_kl"] > 0
     trainers = Checkpoint(result["checkpoint"]).tensors("learner", "state.pt")["trainers"]
     critic = trainers["main_0"]["critic"]
     assert critic["model"]["layers.0.weight"].shape[1] == 2 * 11  # both Kuhn players
     assert critic["model"]["layers.1.bias"].shape == (3,)  # Kuhn's deal has three cards
     assert all(int(s["step"]) >= 1 for s in critic["optimizer"]["state"].values())
-
-
-@pytest.mark.slow
-def test_ray_league_counterfactual_learners_get_each_moves_reach(ray_local, tmp_path):
-    """Magnet.counterfactual on Ray: match runners record each move's reach (a learner
-    given samples without it refuses them, which would fail the run)."""
-    from dataclasses import replace
-
-    from distrl import Magnet
-
-    pytest.importorskip("pyspiel")
-    config = replace(CONFIG, magnet=Magnet(coeff=0.2, counterfactual=True))
-    run = RunConfig(env="openspiel:kuhn_poker", logdir=str(tmp_path), progress=False,
-                    max_env_steps=1_500)
-    result = train_league(config, run)
-    assert result["iteration"] >= 2 and result["learner/main_0/magnet_kl"] > 0
 
 
 def make_spaces():
