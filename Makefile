@@ -23,9 +23,9 @@ train: $(STAMP)
 
 # $(call pytest_tiers,EXPR): the tests EXPR selects; what may share the machine on
 # WORKERS workers, then what may not (marked alone) one at a time. pytest's 5 is "none
-# selected". Three workers on two cores: the Ray tests wait on process starts, and two
-# workers left the CPUs 10-30% idle.
-WORKERS ?= 3
+# selected". Two workers on two cores: three took longer (make test-all's shared phase
+# 1,164 s on three; 1,022-1,156 s on two, with nearly the same tests).
+WORKERS ?= 2
 define pytest_tiers
 	status=0; \
 	$(BIN)/python -m pytest -q -m "($(1)) and not alone" -n $(WORKERS) --dist worksteal || \

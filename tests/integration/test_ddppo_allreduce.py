@@ -2,7 +2,6 @@
 through gloo or through the node-local shared-memory all-reduce."""
 
 import os
-import socket
 
 import gymnasium as gym
 import numpy as np
@@ -25,12 +24,6 @@ MINIBATCHES = 2
 CFG = DDPPOConfig(num_epochs=2, shuffle=False, minibatch_size=20, rollout_fragment_length=20,
                   num_envs_per_worker=2, lr=1e-2, grad_clip=0.3, entropy_coeff=0.01)
 OBS, ACT = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(3)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def shard(rank: int) -> Rollout:
@@ -59,12 +52,13 @@ def numel() -> int:
     return sum(p.numel() for p in fresh_learner().params) + 1
 
 
-def _worker(rank: int, port: int, shm_path: str, out: str) -> None:
+def _worker(rank: int, shm_path: str, out: str) -> None:
     torch.set_num_threads(1)
     if shm_path:
         reduce = ShmAllReduce.attach(shm_path, rank, 2, numel(), [os.getppid()] * 2, 30.0)
     else:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+        # A file store: a port picked free beforehand may be taken by then (a test beside).
+        dist.init_process_group("gloo", init_method=f"file://{out}/store", rank=rank,
                                 world_size=2)
         reduce = None  # torch.distributed's all_reduce
     # 1. The hook alone on hand-made gradients.
@@ -88,7 +82,7 @@ def run_two_ranks(tmp_path, sum_with: str) -> list[dict]:
     shm = ShmAllReduce.create(2, numel(), [], 1.0, directory=str(tmp_path)) \
         if sum_with == "shm" else None
     try:
-        mp.spawn(_worker, args=(free_port(), shm.path if shm else "", str(tmp_path)), nprocs=2)
+        mp.spawn(_worker, args=(shm.path if shm else "", str(tmp_path)), nprocs=2)
     finally:
         if shm:
             shm.unlink()

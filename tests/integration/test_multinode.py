@@ -28,7 +28,9 @@ from distrl import (
 from distrl.core.checkpoint import Checkpoint
 from tests.fakes import quiet_run
 
-pytestmark = [pytest.mark.multinode, pytest.mark.ray, pytest.mark.slow]
+# alone: its cluster's dashboard (the state API) takes Ray's fixed port 8265, which a
+# second worker's copy of this module's cluster would find taken
+pytestmark = [pytest.mark.multinode, pytest.mark.ray, pytest.mark.slow, pytest.mark.alone]
 ray = pytest.importorskip("ray")
 TINY = ModelConfig(hiddens=(16,))
 
@@ -50,19 +52,24 @@ def cluster():
     c.shutdown()
 
 
+def all_actors(**filters) -> list:
+    """The actors of this test's cluster, as Ray's state API reports them. Its address is
+    given: without it the state API takes the one /tmp/ray/ray_current_cluster names, which
+    another test's cluster on the machine may have written or removed."""
+    from ray.util.state import list_actors
+
+    return list_actors(limit=10_000, address=ray.get_runtime_context().gcs_address, **filters)
+
+
 def nodes_of(cls: str, before: set[str]) -> list[str]:
     """Nodes of the actors of class ``cls`` started since ``before`` (their ids), as Ray's
     state API reports them (dead ones included: a finished run has stopped its actors)."""
-    from ray.util.state import list_actors
-
-    actors = list_actors(filters=[("class_name", "=", cls)], limit=10_000)
+    actors = all_actors(filters=[("class_name", "=", cls)])
     return [a.node_id for a in actors if a.actor_id not in before]
 
 
 def actor_ids() -> set[str]:
-    from ray.util.state import list_actors
-
-    return {a.actor_id for a in list_actors(limit=10_000)}
+    return {a.actor_id for a in all_actors()}
 
 
 def weights(result: dict) -> dict[str, torch.Tensor]:
@@ -153,8 +160,6 @@ def test_league_runs_with_one_policy_store_per_node(cluster, tmp_path):
 
 def test_appo_learns_from_runners_on_both_nodes_through_their_stores(cluster, tmp_path,
                                                                      monkeypatch):
-    from ray.util.state import list_actors
-
     from distrl.appo.remote import RaySampler
 
     head, workers = cluster
@@ -173,7 +178,7 @@ def test_appo_learns_from_runners_on_both_nodes_through_their_stores(cluster, tm
     result, runner_nodes = placed_run(train_appo, "StoreRunner", config, "STRICT_SPREAD",
                                       tmp_path, max_env_steps=1_280)
     assert sorted(runner_nodes) == sorted(workers)
-    node_of = {a.actor_id: a.node_id for a in list_actors(limit=10_000)}
+    node_of = {a.actor_id: a.node_id for a in all_actors()}
     fed = [node_of[s] for s in sources]
     assert {n: fed.count(n) >= 3 for n in workers} == dict.fromkeys(workers, True)
     stores = nodes_of("PolicyStore", before)  # the driver's, and one per runner node
