@@ -28,9 +28,7 @@ from distrl import (
 from distrl.core.checkpoint import Checkpoint
 from tests.fakes import quiet_run
 
-# alone: its cluster's dashboard (the state API) takes Ray's fixed port 8265, which a
-# second worker's copy of this module's cluster would find taken
-pytestmark = [pytest.mark.multinode, pytest.mark.ray, pytest.mark.slow, pytest.mark.alone]
+pytestmark = [pytest.mark.multinode, pytest.mark.ray, pytest.mark.slow]
 ray = pytest.importorskip("ray")
 TINY = ModelConfig(hiddens=(16,))
 
@@ -42,7 +40,10 @@ def cluster():
 
     if ray.is_initialized():
         ray.shutdown()
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": True})
+    # The dashboard serves the state API. Port None: the first free one from 8265 (Ray's
+    # fixed default fails when another test's cluster holds it); the state API finds it.
+    c = Cluster(initialize_head=True,
+                head_node_args={"num_cpus": 0, "include_dashboard": True, "dashboard_port": None})
     workers = {c.add_node(num_cpus=2).node_id for _ in range(2)}
     c.wait_for_nodes()
     ray.init(address=c.address, log_to_driver=False)
