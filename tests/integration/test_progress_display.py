@@ -107,8 +107,10 @@ def test_print_config_shows_the_tuned_and_given_values_without_training(tmp_path
     assert ray == "RAY False"
     assert config["algo"] == "ppo" and config["config"]["lr"] == 0.0005
     assert config["run"]["env"] == "CartPole-v1" and config["run"]["stop_return"] == 475.0
-    # The tuned entry's envs split over the runners given, as training splits them.
+    # The entry's lr_schedule would override the --lr given: the flag wins.
     entry = tuned("cartpole", "ppo")
+    assert entry.config.lr_schedule is not None and config["config"]["lr_schedule"] is None
+    # The tuned entry's envs split over the runners given, as training splits them.
     assert config["config"]["num_env_runners"] == 2 and entry.num_envs
     assert config["config"]["num_envs_per_env_runner"] == entry.num_envs // 2
     assert not list(tmp_path.iterdir())  # no run directory: nothing trained
@@ -142,7 +144,7 @@ def test_print_config_of_a_resume_merges_the_saved_configs(tmp_path):
 
     run = tmp_path / "run"
     train_ppo(PPOConfig(num_env_runners=0, num_envs_per_env_runner=2, train_batch_size=64,
-                        minibatch_size=32, num_epochs=1, lr=3e-3),
+                        minibatch_size=32, num_epochs=1, lr_schedule=((0, 3e-3), (500, 1e-3))),
               RunConfig(env="CartPole-v1", max_env_steps=64, logdir=str(run), progress=False))
     beside = json.loads((run / "config.json").read_text())  # written at the run's start
     assert beside["algo"] == "ppo" and beside["config"]["train_batch_size"] == 64
@@ -151,5 +153,11 @@ def test_print_config_of_a_resume_merges_the_saved_configs(tmp_path):
                         "--max-env-steps", "500", "--print-config"], tmp_path)
     assert ray == "RAY False"
     assert config["config"]["lr"] == 0.002 and config["config"]["train_batch_size"] == 64
+    assert config["config"]["lr_schedule"] is None  # the saved schedule would override --lr
+    saved, _ = _cli(["train", "ppo", "--resume", str(run), "--print-config"], tmp_path)
+    assert saved["config"]["lr_schedule"] == [[0, 3e-3], [500, 1e-3]]
+    both, _ = _cli(["train", "ppo", "--resume", str(run), "--lr-schedule", "0", "1e-3",
+                    "1000", "1e-4", "--lr", "0.002", "--print-config"], tmp_path)
+    assert both["config"]["lr_schedule"] == [[0, 1e-3], [1000, 1e-4]]
     assert config["run"]["max_env_steps"] == 500 and config["run"]["logdir"] == str(run)
     assert (run / "checkpoint" / "manifest.json").read_text() == before
