@@ -1,6 +1,22 @@
-"""What every bench plot does last."""
+"""What every bench plot shares: matplotlib without a display (``pyplot()``), the curves,
+the save."""
 
 from pathlib import Path
+from types import ModuleType
+
+from _extra import need
+
+
+def pyplot() -> ModuleType:
+    """matplotlib.pyplot drawing to files only (no display needed); a missing bench extra
+    is one line."""
+    need("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def save(fig, dst: Path) -> None:

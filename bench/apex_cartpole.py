@@ -17,6 +17,7 @@ import statistics
 import time
 from pathlib import Path
 
+from _extra import need
 from _trials import cli, column, per_seed
 
 OUT = Path(__file__).parent / "out"
@@ -108,4 +109,5 @@ def summary(trials: list[dict]) -> dict:
 
 
 if __name__ == "__main__":
+    need("stable_baselines3")
     cli(__file__, SYSTEMS, "apex_cartpole_curves.json", one, summary, cap_s=600.0)

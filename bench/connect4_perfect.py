@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 import numpy as np
+from _extra import need
 
 GAME = "pettingzoo:connect_four_v3"  # the ladder's env, whose planes the bots read
 SOLVER = "board_bots:solver"
@@ -82,4 +83,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    need("bitbully")
     main()

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from _extra import need
+
 OUT = Path(__file__).parent / "out"
 WIN = re.compile(r"Iter=(\d+) win-rate=([0-9.]+) -> (adding new opponent)?")
 
@@ -84,4 +86,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    need("ray.rllib")
     main()

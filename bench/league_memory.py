@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 
+from _extra import need
+
 MiB = 2**20
 HIDDENS = (1024, 1024)
 RUNNERS = 4
@@ -203,6 +205,8 @@ def main() -> None:
         one = distrl_one(args.p[0], args.episodes) if args.one == "distrl" else rllib_one(args.p[0])
         print(json.dumps(one))
         return
+    if not args.skip_rllib:
+        need("ray.rllib")
     rows = []
     jobs = [("distrl", p) for p in args.p + args.distrl_only_p]
     jobs += [] if args.skip_rllib else [("rllib", p) for p in args.p]

@@ -10,11 +10,9 @@ import json
 import sys
 from pathlib import Path
 
-import matplotlib
+from _plot import pyplot, save
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-from _plot import save
+plt = pyplot()
 
 HERE = Path(__file__).parent
 

@@ -20,12 +20,10 @@ import json
 import sys
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
-from _plot import save
+from _plot import pyplot, save
+
+plt = pyplot()
 
 HERE = Path(__file__).parent
 IMG = HERE.parent / "docs" / "img"

@@ -11,11 +11,9 @@ import statistics
 import sys
 from pathlib import Path
 
-import matplotlib
+from _plot import pyplot, save
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-from _plot import save
+plt = pyplot()
 
 HERE = Path(__file__).parent
 COLORS = {"distrl": "tab:blue", "rllib": "tab:red"}

@@ -9,11 +9,9 @@ import json
 import sys
 from pathlib import Path
 
-import matplotlib
+from _plot import curves, pyplot, save
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-from _plot import curves, save
+plt = pyplot()
 
 HERE = Path(__file__).parent
 STYLE = {"distrl": ("tab:blue", "distrl in-process"),

@@ -15,12 +15,10 @@ import json
 import sys
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-from _plot import curves, save
+from _plot import curves, pyplot, save
 from ppo_mujoco import TIANSHOU_1M
+
+plt = pyplot()
 
 HERE = Path(__file__).parent
 SB3_STYLE = {"sb3": ("black", "SB3 (rl-zoo), same run")}

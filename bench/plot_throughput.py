@@ -13,11 +13,9 @@ import argparse
 import json
 from pathlib import Path
 
-import matplotlib
+from _plot import pyplot, save
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-from _plot import save
+plt = pyplot()
 
 HERE = Path(__file__).parent
 LABELS = {  # bench/throughput.py's system names, as a reader says them

@@ -18,6 +18,7 @@ import shutil
 import time
 from pathlib import Path
 
+from _extra import need
 from _trials import run_trials
 
 OUT = Path(__file__).parent / "out"
@@ -119,4 +120,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    need("stable_baselines3")
     main()

@@ -16,6 +16,7 @@ import statistics
 import time
 from pathlib import Path
 
+from _extra import need
 from _trials import cli, column, per_seed, sb3_stop_at
 
 OUT = Path(__file__).parent / "out"
@@ -96,4 +97,5 @@ def summary(trials: list[dict]) -> dict:
 
 
 if __name__ == "__main__":
+    need("stable_baselines3")
     cli(__file__, SYSTEMS, "ppo_cartpole_curves.json", one, summary, threads=1)

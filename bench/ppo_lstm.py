@@ -31,6 +31,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from _extra import need
 from _trials import cli, column, per_seed, sb3_stop_at
 
 OUT = Path(__file__).parent / "out"
@@ -184,6 +185,7 @@ def summary(trials: list[dict]) -> dict:
 
 
 if __name__ == "__main__":
+    need("stable_baselines3", "sb3_contrib")
     task = sys.argv[sys.argv.index("--task") + 1] if "--task" in sys.argv else TASKS[0]
     cli(__file__, SYSTEMS, f"ppo_lstm_{task}_curves.json", one, summary, threads=1,
         task=TASKS[0], k=64, budget=0)

@@ -37,6 +37,7 @@ import time
 import zlib
 from pathlib import Path
 
+from _extra import need
 from _trials import run_trials, sb3_stop_at
 
 OUT = Path(__file__).parent / "out"
@@ -231,4 +232,5 @@ def summary(trials: list[dict], envs: list[str], systems: tuple[str, ...] = SYST
 
 
 if __name__ == "__main__":
+    need("stable_baselines3")
     main()

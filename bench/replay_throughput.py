@@ -17,6 +17,7 @@ import sys
 import time
 
 import numpy as np
+from _extra import need
 
 from distrl.apex.replay import PrioritizedReplay
 from distrl.core.types import NStepFragment
@@ -120,4 +121,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    need("cpprb")
     main()

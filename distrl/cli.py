@@ -209,7 +209,10 @@ def _eval(args: list[str]) -> None:
                           "returns": eps.returns, "lengths": eps.lengths}))
     else:
         how = "stochastic" if cli.stochastic else "greedy"
-        print(f"mean {how} return over {len(eps.returns)} episodes: {mean:.2f}"
+        std = (sum((r - mean) ** 2 for r in eps.returns) / len(eps.returns)) ** 0.5
+        print(f"mean {how} return over {len(eps.returns)} episodes: {mean:.2f} (std "
+              f"{std:.2f}, min {min(eps.returns):.2f}, max {max(eps.returns):.2f}; mean length "
+              f"{sum(eps.lengths) / len(eps.lengths):.1f})"
               + (f"; videos in {cli.video}" if cli.video else ""))
 
 

@@ -75,6 +75,8 @@ def train(args: list[str]) -> None:
         print(f"done ({result['stopped_by']}): {result.get('env/steps_total', 0):,} env steps "
               f"in {result.get('time/total_s', 0.0):.1f} s, {headline(result, game)}; "
               f"checkpoint {result['checkpoint']}")
+    if result["stopped_by"] == "interrupted":  # saved, yet stopped from outside: as Ctrl-C
+        raise SystemExit(130)                    # anywhere else, so `&&` goes no further
 
 
 def _pop_print_config(args: list[str]) -> tuple[bool, list[str]]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from distrl.core.config import check_positive
 from distrl.core.schedules import ScheduleT, schedule_value, validate_lr_schedule
 from distrl.games.policies import check_opponent
-from distrl.models.config import ModelConfig
+from distrl.models.config import ModelConfig, check_choices
 
 
 def _model() -> ModelConfig:
@@ -89,6 +89,7 @@ class AlphaZeroConfig:
     bot, each evaluation also plays eval_games against random (eval/win_rate_vs_random)."""
 
     def __post_init__(self) -> None:
+        check_choices(self)
         check_positive(self, "num_games", "num_simulations", "puct_c", "dirichlet_alpha",
                        "lr", "train_batch_size", "replay_capacity", "moves_per_iteration",
                        "eval_games")

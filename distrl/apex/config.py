@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from distrl.core.config import check_positive
-from distrl.models.config import ModelConfig
+from distrl.models.config import ModelConfig, check_choices
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,7 @@ class ApexConfig:
     """Q-network: dense layers after the encoder (a conv stack for images)."""
 
     def __post_init__(self) -> None:
+        check_choices(self)
         if self.model.use_lstm:
             raise ValueError("Ape-X's Q-network is feed-forward: use_lstm needs recurrent "
                              "replay (R2D2, another algorithm). Use PPO or DD-PPO for memory.")

@@ -27,8 +27,8 @@ import json
 import os
 import pickle
 import shutil
+import sys
 import tempfile
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -301,16 +301,22 @@ class _MovedNames(pickle.Unpickler):
 
 def games_in_progress(state: Any, env_name: str) -> bytes | None:
     """A pickle of envs in mid-episode and what continuing them needs (for trusted_loads),
-    or None when they cannot be pickled: then a resume starts fresh episodes (said once:
-    Python shows a warning once per place and text)."""
+    or None when they cannot be pickled: then a resume starts fresh episodes (said in one
+    line, once per env and process: not at every save)."""
     out = io.BytesIO()
     try:
         _WholeState(out).dump(state)
     except Exception as err:  # a process, socket, C handle ...: each raises its own kind
-        warnings.warn(f"{env_name}'s envs cannot be saved ({type(err).__name__}: {err}); "
-                      "a resume starts fresh episodes.", stacklevel=3)
+        if env_name not in _UNSAVABLE:
+            _UNSAVABLE.add(env_name)
+            print(f"distrl: {env_name}'s envs cannot be saved ({type(err).__name__}: {err}); "
+                  "a resume starts fresh episodes.", file=sys.stderr, flush=True)
         return None
     return out.getvalue()
+
+
+_UNSAVABLE: set[str] = set()
+"""The envs whose games_in_progress this process has said cannot be saved."""
 
 
 class _WholeState(cloudpickle.CloudPickler):

@@ -15,6 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 import tyro
 
 from distrl.core.envs import EnvSpec, VectorMode
+from distrl.models.config import check_choices
 
 T = TypeVar("T")
 
@@ -41,8 +42,8 @@ class RunConfig:
     env_config: JSONObject = dataclasses.field(default_factory=dict)
     """Keyword arguments for gym.make or the factory, as a JSON object."""
     max_episode_steps: int | None = None
-    """Truncate every episode (training and evaluation) after this many steps; for a
-    class or factory env, the only limit there is unless the env ends its episodes."""
+    """Truncate every episode (training and evaluation) after this many steps (None: the
+    env's own limit; an env that declares none gets 10,000)."""
     vector_mode: VectorMode = "auto"
     """How a runner steps its sub-envs: auto = the env's native vector implementation if
     any, else sync; sync = gymnasium's SyncVectorEnv, in the runner's process; threads =
@@ -117,6 +118,7 @@ class RunConfig:
     """Fields a resumed run takes from the new invocation, never from its checkpoint."""
 
     def __post_init__(self) -> None:
+        check_choices(self)
         if not isinstance(self.env_config, dict):
             raise ValueError(f"`env_config` ({self.env_config!r}) must be a dict of keyword "
                              "arguments for the env, e.g. {'max_episode_steps': 200}.")

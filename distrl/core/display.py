@@ -27,6 +27,8 @@ class Budget:
     """The env steps of the run (resumes included)."""
     max_time_s: float | None = None
     """Its seconds of training (time/total_s), or None: no limit."""
+    stop_return: float | None = None
+    """A mean return that ends the run sooner (the ETA cannot foresee it), or None."""
 
 
 def is_kept(key: str) -> bool:
@@ -67,25 +69,27 @@ class Shown:
 
 
 def progress_text(metrics: dict[str, Any], budget: Budget, bar: bool = True) -> str | None:
-    """``[bar] 25% 25,000 / 100,000 env steps, ETA 0:00:30``: the share of the budget
-    spent, by env steps or, when max_time_s will stop the run first, by seconds; the ETA
-    at the run's mean rate so far. None before the counters are logged."""
+    """``[bar] 25% 25,000 / 100,000 env steps, ETA 0:00:30 to max_env_steps``: the share
+    of the budget spent, by env steps or, when max_time_s will stop the run first, by
+    seconds; the ETA to that limit at the run's mean rate so far (a stop_return may end
+    the run sooner: said too). None before the counters are logged."""
     steps, seconds = metrics.get("env/steps_total"), metrics.get("time/total_s")
     if steps is None or seconds is None:
         return None
     by_steps = steps / budget.max_env_steps
     by_time = seconds / budget.max_time_s if budget.max_time_s else 0.0
     if by_time > by_steps:  # the clock runs out first at the present rate
-        done, eta = by_time, budget.max_time_s - seconds
+        done, eta, limit = by_time, budget.max_time_s - seconds, "max_time_s"
         what = f"{duration(seconds)} / {duration(budget.max_time_s)}"
     else:
-        done = by_steps
+        done, limit = by_steps, "max_env_steps"
         eta = (budget.max_env_steps - steps) * seconds / steps if steps else math.nan
         what = f"{steps:,} / {budget.max_env_steps:,} env steps"
     done = min(done, 1.0)
     full = round(done * BAR)
     shown = f"{'█' * full}{'░' * (BAR - full)} " if bar else ""
-    return f"{shown}{done:.0%} {what}, ETA {duration(max(eta, 0.0))}"
+    sooner = "" if budget.stop_return is None else f" (sooner at return {budget.stop_return:g})"
+    return f"{shown}{done:.0%} {what}, ETA {duration(max(eta, 0.0))} to {limit}{sooner}"
 
 
 def duration(seconds: float) -> str:

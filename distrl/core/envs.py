@@ -217,23 +217,30 @@ def time_limited(make: Callable[[], gym.Env], max_episode_steps: int | None) -> 
     return env if max_episode_steps is None else gym.wrappers.TimeLimit(env, max_episode_steps)
 
 
-def warn_if_endless(env: EnvSpec, env_config: dict[str, Any],
-                    max_episode_steps: int | None) -> None:
-    """One line on stderr when nothing ends the env's episodes but the env itself: no
-    max_episode_steps given and none of its own (a gymnasium id's registration, or a
-    TimeLimit in what a factory returns). Evaluation waits for every episode to end."""
+DEFAULT_MAX_EPISODE_STEPS = 10_000
+"""Where the episodes of an env that declares no step limit are truncated when none is
+given: an episode that never ends would hold evaluation (and a runner's stats) forever."""
+
+
+def episode_limit(env: EnvSpec, env_config: dict[str, Any],
+                  max_episode_steps: int | None) -> int | None:
+    """The step limit a run or evaluation applies: ``max_episode_steps`` when given; None
+    when the env limits its own episodes (a gymnasium id's registration, a TimeLimit in
+    what a factory returns, Atari's and EnvPool's own); else DEFAULT_MAX_EPISODE_STEPS,
+    said in one line on stderr."""
     if (max_episode_steps is not None or is_atari(env) or is_envpool(env)
             or "max_episode_steps" in env_config):
-        return
+        return max_episode_steps
     maker = resolve_env(env)
     if isinstance(maker, str):
         if gym.spec(maker).max_episode_steps is not None:
-            return
+            return None
     elif _has_time_limit(maker, env, env_config):
-        return
-    sys.stderr.write(f"distrl: warning: env {env_name(env)!r} has no step limit of its own: "
-                     "if its episodes may not end, pass --max-episode-steps N "
-                     "(RunConfig.max_episode_steps).\n")
+        return None
+    sys.stderr.write(f"distrl: env {env_name(env)!r} declares no step limit: its episodes are "
+                     f"truncated after {DEFAULT_MAX_EPISODE_STEPS:,} steps (--max-episode-steps "
+                     "N, RunConfig.max_episode_steps, to change).\n")
+    return DEFAULT_MAX_EPISODE_STEPS
 
 
 def _has_time_limit(maker: Callable[..., gym.Env], env: EnvSpec,

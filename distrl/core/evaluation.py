@@ -23,12 +23,12 @@ from distrl.core.envs import (
     EnvSpec,
     env_name,
     env_spaces,
+    episode_limit,
     is_atari,
     make_atari,
     make_vec_env,
     resolve_env,
     time_limited,
-    warn_if_endless,
 )
 from distrl.core.sampling import StepContext, env_action_fn, first_context, scales_actions
 from distrl.core.video import episode_video
@@ -72,7 +72,7 @@ def run_episodes(checkpoint: str | Path, episodes: int = 10, seed: int = 0,
     env_config = saved.get("env_config", {}) if env_config is None else env_config
     limit = saved.get("max_episode_steps") if max_episode_steps is None else max_episode_steps
     check_spaces(ckpt, env, env_config)
-    warn_if_endless(env, env_config, limit)
+    limit = episode_limit(env, env_config, limit)
     if video_dir is None and not render:
         return play(model, env, env_config, episodes, seed, explore, limit)
     return _play_one_by_one(model, env, env_config, episodes, seed, explore, video_dir, limit)

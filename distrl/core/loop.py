@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import sys
 import time
 from collections import deque
@@ -23,7 +24,7 @@ from distrl.core.checkpoint import Checkpoint, save_checkpoint, space_to_json
 from distrl.core.config import RunConfig, to_json
 from distrl.core.display import Budget, write_configs
 from distrl.core.envpool_vec import is_envpool
-from distrl.core.envs import check_env_id, env_name, warn_if_endless
+from distrl.core.envs import check_env_id, env_name, episode_limit
 from distrl.core.evaluation import evaluation_metrics
 from distrl.core.interrupts import Deadline, interrupt_between_iterations
 from distrl.core.learner import NonFiniteError
@@ -115,7 +116,8 @@ def start_run(algo: str, config: Any, run: RunConfig,
         refuse_finished(run, saved, saved.iteration, _logdir(algo, run))
     check_env(run.env)
     if check_env is check_env_id:  # a gymnasium env; games end by their own rules
-        warn_if_endless(run.env, run.env_config, run.max_episode_steps)
+        run = dataclasses.replace(run, max_episode_steps=episode_limit(
+            run.env, run.env_config, run.max_episode_steps))
     elif run.max_episode_steps is not None:
         raise ValueError("`max_episode_steps` applies to gymnasium envs; a game's episodes "
                          "end by its rules. Drop --max-episode-steps.")
@@ -124,9 +126,24 @@ def start_run(algo: str, config: Any, run: RunConfig,
                          "matches are stepped by its runners. Drop --vector-mode.")
     check_halves(config, run)
     check_wandb(run.wandb_project)
+    logdir = _logdir(algo, run)
+    if ckpt is None:
+        refuse_occupied(logdir)
     torch.set_num_threads(run.num_torch_threads)
     torch.manual_seed(run.seed)
-    return Start(algo, config, run, _logdir(algo, run), ckpt)
+    return Start(algo, config, run, logdir, ckpt)
+
+
+RUN_FILES = ("config.json", "metrics.jsonl", "checkpoint")
+"""What a run writes into its logdir: one of them there means a run is."""
+
+
+def refuse_occupied(logdir: Path) -> None:
+    """A new run never writes into another's logdir: its metrics.jsonl would repeat the
+    iterations, TensorBoard would draw both runs as one zig-zag, its checkpoint would go."""
+    if any((logdir / name).exists() for name in RUN_FILES):
+        raise ValueError(f"{str(logdir)!r} already holds a run: continue it with --resume "
+                         f"{logdir} (resume=), or give a new --logdir (logdir=).")
 
 
 def check_halves(config: Any, run: RunConfig) -> None:
@@ -156,7 +173,10 @@ def _logdir(algo: str, run: RunConfig) -> Path:
         return Path(run.logdir)
     name = env_name(run.env).replace("/", "_").replace(":", "_")
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{algo}_{name}_{stamp}"
+    base = Path("runs") / f"{algo}_{name}_{stamp}"
+    # Two runs started within a second get names of their own.
+    taken = (base.with_name(f"{base.name}_{i}") for i in itertools.count(1))
+    return base if not base.exists() else next(p for p in taken if not p.exists())
 
 
 class Driven(Protocol):
@@ -223,7 +243,8 @@ def drive(start: Start, run: Driven, callbacks: Callbacks | None = None) -> dict
     try:
         logger = MetricsLogger(start.logdir, start.run.progress,
                                resumed_at=saved_at[0] if start.ckpt is not None else None,
-                               budget=Budget(max_env_steps(start.run), start.run.max_time_s),
+                               budget=Budget(max_env_steps(start.run), start.run.max_time_s,
+                                             start.run.stop_return),
                                wandb=open_wandb(start.algo, start.config, start.run,
                                                 start.logdir))
         write_configs(start.logdir, start.algo, start.config, start.run)

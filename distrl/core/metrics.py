@@ -66,8 +66,9 @@ class MetricsLogger:
                 self.info("  ".join(f"{k}={v}" for k, v in rows))
 
     def info(self, text: str) -> None:
-        """A one-line message for a person (stderr, so stdout stays machine-readable)."""
-        self.console.print(text)
+        """A one-line message for a person (stderr, so stdout stays machine-readable),
+        never wrapped: one report is one line to grep, whatever the width."""
+        self.console.print(text, soft_wrap=True)
 
     def close(self) -> None:
         if self.live is not None:

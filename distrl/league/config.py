@@ -12,6 +12,7 @@ import tyro
 from distrl.core.config import check_positive
 from distrl.games.nash import MAX_STATES
 from distrl.league.rules import LeagueRules
+from distrl.models.config import check_choices
 from distrl.ppo.config import PPOHyperparams
 
 
@@ -46,6 +47,7 @@ class Magnet:
     information states apart: OpenSpiel's information-state tensors)."""
 
     def __post_init__(self) -> None:
+        check_choices(self)
         if self.coeff < 0 or self.update_steps < 0:
             raise ValueError(f"magnet coeff ({self.coeff}) and update_steps "
                              f"({self.update_steps}) must be >= 0.")

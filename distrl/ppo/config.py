@@ -20,7 +20,7 @@ from distrl.core.schedules import (
     validate_lr_schedule,
     validate_schedule,
 )
-from distrl.models.config import ModelConfig
+from distrl.models.config import ModelConfig, check_choices
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,7 @@ class PPOHyperparams:
     """Network architecture."""
 
     def __post_init__(self) -> None:
+        check_choices(self)
         check_positive(self, "lr", "minibatch_size", "num_epochs", "clip_param")
         if self.vf_clip_param is not None and self.vf_clip_param <= 0:
             raise ValueError(f"`vf_clip_param` ({self.vf_clip_param}) must be > 0, or None.")

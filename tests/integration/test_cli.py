@@ -34,6 +34,12 @@ def test_train_json_then_eval(tmp_path):
     report = json.loads(ev.stdout.strip().splitlines()[-1])
     assert report["episodes"] == 3 and len(report["returns"]) == 3
     assert report["episode_return_mean"] == sum(report["returns"]) / 3
+    returns, mean = report["returns"], report["episode_return_mean"]
+    std = (sum((r - mean) ** 2 for r in returns) / 3) ** 0.5
+    text = distrl("eval", result["checkpoint"], "--episodes", "3").stdout.strip()
+    assert text == (f"mean greedy return over 3 episodes: {mean:.2f} (std {std:.2f}, min "
+                    f"{min(returns):.2f}, max {max(returns):.2f}; mean length "
+                    f"{sum(report['lengths']) / 3:.1f})")  # the same seeds: the same episodes
     bad = distrl("eval", result["checkpoint"], "--env-config", '{"foo": 1}')
     assert bad.returncode != 0 and bad.stderr.strip().splitlines() == [
         "distrl: error: env 'CartPole-v1' does not take the env_config key 'foo' (given: "

@@ -7,6 +7,7 @@ import pytest
 
 from distrl import PPOConfig, RunConfig, train_ppo
 from distrl.cli import main
+from distrl.core import envs
 from distrl.core.env_errors import EnvError
 from distrl.core.evaluation import run_episodes
 from tests.fakes import BUG_LINE, USER_FILE, with_user_envs
@@ -85,15 +86,28 @@ def test_a_class_env_is_truncated_at_max_episode_steps_in_training_and_eval(tmp_
     assert run_episodes(tmp_path, 2, max_episode_steps=4).lengths == [4, 4]
 
 
-def test_an_env_without_a_limit_is_warned_about_once(tmp_path, capsys):
-    train_ppo(CFG, RunConfig(env="distrl_user_envs:Endless", max_env_steps=128,
-                             logdir=str(tmp_path / "a"), progress=False))
-    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
-    assert warnings == ["distrl: warning: env 'distrl_user_envs:Endless' has no step limit of "
-                        "its own: if its episodes may not end, pass --max-episode-steps N "
-                        "(RunConfig.max_episode_steps)."]
-    for env, limit in [("distrl_user_envs:Endless", 9), ("CartPole-v1", None),
-                       (lambda: gym.make("CartPole-v1"), None)]:
-        train_ppo(CFG, RunConfig(env=env, max_episode_steps=limit, max_env_steps=64,
-                                 logdir=str(tmp_path / "b"), progress=False))
-        assert "warning" not in capsys.readouterr().err
+def test_an_env_without_a_limit_gets_the_default_one_said_once(tmp_path, capsys, monkeypatch):
+    """Training and evaluation truncate its episodes (an endless one held `distrl eval`
+    forever) and say so in one line; an env with a limit of its own hears nothing."""
+    monkeypatch.setattr(envs, "DEFAULT_MAX_EPISODE_STEPS", 9)
+    said = ("distrl: env 'distrl_user_envs:Endless' declares no step limit: its episodes are "
+            "truncated after 9 steps (--max-episode-steps N, RunConfig.max_episode_steps, to "
+            "change).")
+    result = train_ppo(CFG, RunConfig(env="distrl_user_envs:Endless", max_env_steps=128,
+                                      evaluation_interval=1, evaluation_duration=2,
+                                      logdir=str(tmp_path / "a"), progress=False))
+    assert result["env/episode_len_mean"] == 9 and result["eval/episode_len_mean"] == 9
+    assert [line for line in capsys.readouterr().err.splitlines() if line] == [said]
+    assert run_episodes(tmp_path / "a", 2).lengths == [9, 9]  # the limit the run saved
+    assert capsys.readouterr().err == ""
+    gym.register("LimitedCountdown-v0", entry_point="distrl_user_envs:Countdown",
+                 max_episode_steps=3, kwargs={"length": 100})
+    for name, env in [("b", "LimitedCountdown-v0"), ("c", "CartPole-v1"),
+                      ("d", lambda: gym.make("CartPole-v1"))]:
+        out = train_ppo(CFG, RunConfig(env=env, max_env_steps=64, logdir=str(tmp_path / name),
+                                       progress=False))
+        assert capsys.readouterr().err == "" and out["iteration"] == 1
+    # Its limit is the env's own, not saved: evaluated on an endless env, eval applies one.
+    assert run_episodes(tmp_path / "b", 2).lengths == [3, 3]
+    assert run_episodes(tmp_path / "b", 2, env="distrl_user_envs:Endless").lengths == [9, 9]
+    assert capsys.readouterr().err.strip() == said

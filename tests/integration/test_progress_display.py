@@ -17,11 +17,11 @@ from distrl.tuned import tuned
 
 def test_progress_counts_env_steps_with_an_eta_at_the_mean_rate():
     text = progress_text({"env/steps_total": 25_000, "time/total_s": 10.0}, Budget(100_000))
-    assert "25% 25,000 / 100,000 env steps, ETA 0:00:30" in text
+    assert "25% 25,000 / 100,000 env steps, ETA 0:00:30 to max_env_steps" in text
     assert text.startswith("█████░") and text.count("█") == 5  # a quarter of 20
     done = progress_text({"env/steps_total": 100_000, "time/total_s": 40.0},
                          Budget(100_000), bar=False)
-    assert done == "100% 100,000 / 100,000 env steps, ETA 0:00:00"
+    assert done == "100% 100,000 / 100,000 env steps, ETA 0:00:00 to max_env_steps"
     assert progress_text({"iteration": 1}, Budget(10)) is None
 
 
@@ -29,11 +29,15 @@ def test_progress_counts_seconds_when_max_time_s_stops_the_run_first():
     # 1,000 of 1,000,000 steps in 30 s: the 60 s limit comes long before the steps.
     text = progress_text({"env/steps_total": 1_000, "time/total_s": 30.0},
                          Budget(1_000_000, max_time_s=60.0), bar=False)
-    assert text == "50% 0:00:30 / 0:01:00, ETA 0:00:30"
+    assert text == "50% 0:00:30 / 0:01:00, ETA 0:00:30 to max_time_s"
     # The steps run out first: counted by steps, though the clock is set.
     text = progress_text({"env/steps_total": 900, "time/total_s": 30.0},
                          Budget(1_000, max_time_s=3_600.0), bar=False)
-    assert text == "90% 900 / 1,000 env steps, ETA 0:00:03"
+    assert text == "90% 900 / 1,000 env steps, ETA 0:00:03 to max_env_steps"
+    # A stop_return may end it sooner: the ETA says what it counts to, and that.
+    text = progress_text({"env/steps_total": 900, "time/total_s": 30.0},
+                         Budget(1_000, stop_return=475.0), bar=False)
+    assert text == "90% 900 / 1,000 env steps, ETA 0:00:03 to max_env_steps (sooner at return 475)"
 
 
 def _render(rows):
@@ -53,7 +57,7 @@ def test_the_table_keeps_the_last_win_rate_in_place_of_the_self_play_return():
     assert "league/win_rate/main_0_vs_random" in first and "0.75" in first
     assert "0.125" in first and "main_0@1" not in first
     assert "episode_return_mean" not in first  # a self-play game's return says nothing
-    assert "20% 2,000 / 10,000 env steps, ETA 0:00:16" in first
+    assert "20% 2,000 / 10,000 env steps, ETA 0:00:16 to max_env_steps" in first
     later = _render(shown.rows({"iteration": 3, "env/steps_total": 3_000,
                                 "time/total_s": 6.0, "env/episode_return_mean": 0.0}))
     assert "0.75 (iteration 2)" in later and "30%" in later
@@ -65,7 +69,7 @@ def test_a_single_agent_run_shows_its_return_and_its_evaluations():
                                            "env/episode_return_mean": 21.5,
                                            "eval/episode_return_mean": 30.0}))
     assert rows["env/episode_return_mean"] == "21.5" and rows["eval/episode_return_mean"] == "30"
-    assert rows["progress"].endswith("10% 100 / 1,000 env steps, ETA 0:00:09")
+    assert rows["progress"].endswith("10% 100 / 1,000 env steps, ETA 0:00:09 to max_env_steps")
 
 
 def test_the_plain_line_shows_progress_and_win_rates(tmp_path, capsys):
@@ -74,8 +78,10 @@ def test_the_plain_line_shows_progress_and_win_rates(tmp_path, capsys):
     logger.log({"iteration": 1, "env/steps_total": 1_000, "time/total_s": 2.0,
                 "eval/win_rate_vs_random": 0.9, "eval/win_rate_vs_mcts:50": 0.25})
     logger.close()
-    line = " ".join(capsys.readouterr().err.split())
-    assert "progress=25% 1,000 / 4,000 env steps, ETA 0:00:06" in line
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) > 120  # one line, not wrapped at 80 columns
+    line = err.strip()
+    assert "progress=25% 1,000 / 4,000 env steps, ETA 0:00:06 to max_env_steps" in line
     assert "eval/win_rate_vs_random=0.9" in line and "eval/win_rate_vs_mcts:50=0.25" in line
 
 

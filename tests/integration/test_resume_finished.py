@@ -4,11 +4,14 @@ one line and what to raise; it neither trains nor rewrites the checkpoint, nor s
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from distrl import PPOConfig, RunConfig, train_ppo
+from distrl.core import loop
 from distrl.core.stopping import RunFinished
 
 SMALL = PPOConfig(train_batch_size=64, minibatch_size=32, num_epochs=1, num_env_runners=0,
@@ -41,6 +44,27 @@ def test_a_finished_run_is_refused_with_what_to_raise(tmp_path, monkeypatch):
     capped = train_ppo(SMALL, run(tmp_path / "capped"))
     again = train_ppo(SMALL, RunConfig(resume=str(tmp_path / "capped"), progress=False))
     assert again["iteration"] == capped["iteration"] + 1
+
+
+def test_a_new_run_into_a_logdir_that_holds_one_is_refused(tmp_path, monkeypatch):
+    """Not appended: metrics.jsonl would repeat iterations 1.. and the checkpoint go."""
+    train_ppo(SMALL, run(tmp_path, max_env_steps=64))
+    before = untouched(tmp_path)
+    with pytest.raises(ValueError) as refused:
+        train_ppo(SMALL, run(tmp_path, max_env_steps=128))
+    assert str(refused.value) == (
+        f"{str(tmp_path)!r} already holds a run: continue it with --resume {tmp_path} "
+        "(resume=), or give a new --logdir (logdir=).")
+    assert untouched(tmp_path) == before
+    (tmp_path / "empty").mkdir()  # a folder without a run is fine
+    assert train_ppo(SMALL, run(tmp_path / "empty", max_env_steps=64))["iteration"] == 1
+    # Without --logdir, two runs started within the same second get folders of their own.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(loop, "datetime", SimpleNamespace(now=lambda: datetime(2026, 1, 2)))
+    cfg = RunConfig(env="CartPole-v1", max_env_steps=64, progress=False)
+    first, second = (Path(train_ppo(SMALL, cfg)["checkpoint"]).parent for _ in range(2))
+    assert (first.name, second.name) == ("ppo_CartPole-v1_20260102-000000",
+                                         "ppo_CartPole-v1_20260102-000000_1")
 
 
 @pytest.mark.parametrize(("stop", "said"), [

@@ -123,6 +123,24 @@ def test_ctrl_c_saves_the_completed_iteration_and_resumes_exactly(tmp_path):
     assert_same_weights(weights(tmp_path / "a"), weights(tmp_path / "b"))
 
 
+def test_the_command_of_a_run_stopped_by_ctrl_c_says_so_then_exits_130(tmp_path, capsys):
+    """Saved and resumable, yet stopped from outside: 130 as for any Ctrl-C (it was 0)."""
+    from distrl.cli import main
+
+    InterruptOnce.steps, InterruptOnce.fire_at = 0, 100
+    try:
+        with pytest.raises(SystemExit) as ended:
+            main(["train", "ppo", "--env", f"{__name__}:InterruptOnce", "--num-env-runners",
+                  "0", "--num-envs-per-env-runner", "4", "--train-batch-size", "64",
+                  "--minibatch-size", "32", "--max-env-steps", "256", "--no-progress",
+                  "--logdir", str(tmp_path)])
+    finally:
+        InterruptOnce.fire_at = None
+    assert ended.value.code == 130
+    assert capsys.readouterr().out.startswith("done (interrupted): ")
+    assert Checkpoint(tmp_path).manifest["iteration"] == 2
+
+
 def test_a_second_ctrl_c_aborts_without_saving(tmp_path):
     InterruptOnce.steps, InterruptOnce.fire_at, InterruptOnce.again_at = 0, 100, 110
     try:  # both inside iteration 2: the first alone would save it (the test above)

@@ -39,3 +39,20 @@ def test_the_documented_default_is_the_configs(doc, says, config, name, default)
     assert getattr(config(), name) == default, (
         f"{config.__name__}.{name} defaults to {getattr(config(), name)!r}, but docs/{doc} "
         f"says {says!r}")
+
+
+def test_every_ppo_knob_the_readme_lists_is_a_field_of_its_config():
+    """README's list named `hiddens` as a PPO setting: PPOConfig(hiddens=...) was a
+    TypeError. A plain name is PPOConfig's field, `model.x` ModelConfig's."""
+    import dataclasses
+    import re
+
+    from distrl.models.config import ModelConfig
+
+    readme = (DOCS.parent / "README.md").read_text()
+    knobs = readme[readme.index("**PPO knobs**"):readme.index("## Your own env")]
+    names = re.findall(r"`([a-z_.]+)`", knobs.split("Schedules are")[0])
+    assert len(names) >= 20
+    fields = {f.name for f in dataclasses.fields(PPOConfig)}
+    fields |= {f"model.{f.name}" for f in dataclasses.fields(ModelConfig)}
+    assert [n for n in names if n not in fields] == []

@@ -99,10 +99,15 @@ class HandleEnv(RecordingEnv):
         self.handle = Handle()
 
 
-def test_envs_that_cannot_be_pickled_resume_fresh_with_a_warning():
+def test_envs_that_cannot_be_pickled_resume_fresh_said_once(capsys, monkeypatch):
+    from distrl.core import checkpoint
+
+    monkeypatch.setattr(checkpoint, "_UNSAVABLE", set())
     loop = EnvLoop(lambda: HandleEnv(), 2, seed=0)
-    with pytest.warns(UserWarning, match="cannot be saved.*RuntimeError.*fresh episodes"):
-        assert loop.get_state() is None
+    assert loop.get_state() is None and loop.get_state() is None
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 1 and "cannot be saved (RuntimeError" in said[0]
+    assert said[0].endswith("fresh episodes.")
     loop.set_state(None)  # a resume keeps the loop's own fresh envs
     loop.close()
 

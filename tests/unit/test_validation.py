@@ -136,3 +136,35 @@ def test_list_schedules_become_hashable_tuples(field, as_list, as_tuple):
     assert hash(cfg) == hash(PPOConfig(**{field: as_tuple}))
     at = cfg.entropy_coeff_at if field == "entropy_coeff" else cfg.lr_at
     assert at(50_000) == pytest.approx((as_tuple[0][1] + as_tuple[1][1]) / 2)
+
+
+def _configs():
+    """Every config dataclass a user builds, at its defaults."""
+    from distrl.league.config import Magnet
+    from distrl.registry import ALGORITHMS
+
+    return [a.config() for a in ALGORITHMS.values()] + [RunConfig(), ModelConfig(), Magnet()]
+
+
+def test_every_literal_field_refuses_a_value_outside_its_choices():
+    """As the CLI does: from Python, RunConfig(stop_on="evall") trained as on "train"."""
+    import dataclasses
+    import typing
+
+    checked = []
+    for config in _configs():
+        hints = typing.get_type_hints(type(config))
+        for field in dataclasses.fields(config):
+            if "Literal" not in str(hints[field.name]):
+                continue
+            with pytest.raises(ValueError, match=rf"^`{field.name}` \('no-such'\) must be one "
+                               "of '"):
+                replace(config, **{field.name: "no-such"})
+            checked.append(f"{type(config).__name__}.{field.name}")
+    assert {"RunConfig.stop_on", "RunConfig.vector_mode", "ModelConfig.activation",
+            "PPOConfig.advantage_normalization", "APPOConfig.clip_around",
+            "DDPPOConfig.backend", "Magnet.regulariser"} <= set(checked)
+    with pytest.raises(ValueError, match=r"\(did you mean 'eval'\?\)\.$"):
+        RunConfig(stop_on="evall")
+    assert replace(PPOConfig(), rollout_fragment_length=128).rollout_fragment_length == 128
+    assert ModelConfig(vf_activation=None).vf_activation is None
