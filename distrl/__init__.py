@@ -12,6 +12,12 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "PPO": "distrl.agent",
+    "APPO": "distrl.agent",
+    "DDPPO": "distrl.agent",
+    "Apex": "distrl.agent",
+    "League": "distrl.agent",
+    "AlphaZero": "distrl.agent",
     "AlphaZeroConfig": "distrl.alphazero.config",
     "train_alphazero": "distrl.alphazero.train",
     "ApexConfig": "distrl.apex.config",

@@ -29,6 +29,7 @@ USAGE = f"""usage: distrl train {{{",".join(ALGORITHMS)}}} [--help] [--tuned NAM
        distrl eval RUN [--episodes N] [--stochastic] [--video DIR] [--render] [--json]
                    [--search N] [--opponent SPEC]
        distrl play RUN [--search N] [--first]
+       distrl plot RUN [RUN ...] [--out FILE.png]
 """
 
 
@@ -139,6 +140,10 @@ def _command_of(argv: list[str]) -> None:
         from distrl.export import main as export
 
         export(argv[1:])
+    elif argv[:1] == ["plot"]:
+        from distrl.plot import main as plot
+
+        plot(argv[1:])
     elif argv[:1] == ["--version"]:
         print(f"distrl {distrl.__version__}")
     elif argv[:1] in (["-h"], ["--help"]):

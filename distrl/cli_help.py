@@ -26,6 +26,7 @@ commands:
   eval RUN     play a saved run's policy: mean return, videos, win rates of a game run
   play RUN     play a game in the terminal against a saved league or AlphaZero run
   export RUN   write a saved policy as one file that runs without distrl (TorchScript, ONNX)
+  plot RUN...  draw runs' return, win rates and Elo against env steps and time (a PNG)
 
 examples:
   distrl train ppo --env CartPole-v1 --stop-return 475 --logdir runs/cartpole
@@ -34,6 +35,7 @@ examples:
   distrl eval runs/c4 --search 50 --opponent run:runs/c4-old  # head-to-head, searching
   distrl play runs/c4 --search 50 --first                   # you against it
   distrl export runs/cartpole --format torchscript
+  distrl plot runs/cartpole runs/cartpole-2 --out cartpole.png
   distrl train ppo --help                                   # every flag, with its doc
 """
 

@@ -17,7 +17,8 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if {"ray_local", "two_nodes"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.ray)
-    items.sort(key=lambda item: (not item.get_closest_marker("slow"),
+    items.sort(key=lambda item: (not item.get_closest_marker("long"),
+                                 not item.get_closest_marker("slow"),
                                  not item.get_closest_marker("ray")))
 
 

@@ -7,6 +7,10 @@ is this venv's console script, and the working directory is an empty tmp dir (so
 
 Python blocks run in a fresh interpreter; bash blocks run line by line in one bash
 (``set -e``, each logical line announced, so a failure names its markdown line).
+README.md is run as a reader follows it: its blocks in order, in one folder (a later block
+may use what an earlier one trained), in one shell's state (what its ``source`` and
+``export`` lines set carries on), with the venv's ``bin`` on PATH only once README's own
+activation line put it there. Each block of docs/ runs on its own, in a folder of its own.
 
 A block that cannot run here (a GPU, a real cluster address, ``make``) is marked by an
 HTML comment right before its fence (blank lines between are allowed)::
@@ -110,10 +114,14 @@ def example_env(ray_tmp: str) -> dict[str, str]:
     return env
 
 
-def run(args: list[str], cwd: Path, **kw) -> subprocess.CompletedProcess:
+def run(args: list[str], cwd: Path, path_has_venv: bool = True) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory(prefix="distrl-docs-", ignore_cleanup_errors=True) as t:
-        return subprocess.run(args, cwd=cwd, env=example_env(t), capture_output=True,
-                              text=True, timeout=TIMEOUT_S, **kw)
+        env = example_env(t)
+        if not path_has_venv:
+            env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
+                                          if Path(p) != BIN)
+        return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=TIMEOUT_S)
 
 
 def tail(text: str, n: int = 6000) -> str:
@@ -200,11 +208,17 @@ def check_only(block: Block, tmp_path: Path) -> None:
         pytest.fail(f"{block.id} imports names distrl lacks: {missing}")
 
 
-def run_block(block: Block, tmp_path: Path) -> None:
+SHELL_STATE = re.compile(r"^\s*(source|\.|export)\s")
+"""A bash line whose effect outlives it in a reader's shell (PATH, PYTHONPATH, ...)."""
+
+
+def run_block(block: Block, tmp_path: Path, shell: tuple[str, ...] = (),
+              path_has_venv: bool = True) -> None:
+    """One block in ``tmp_path``; a bash block after the ``shell`` lines of earlier ones."""
     if block.lang == "python":
         script = tmp_path / "example.py"
         script.write_text(block.code)
-        out = run([sys.executable, script.name], tmp_path)
+        out = run([sys.executable, script.name], tmp_path, path_has_venv)
         if out.returncode != 0:
             pytest.fail(f"{block.id} (python, exit {out.returncode}):\n"
                         f"{tail(out.stdout, 2000)}\n{tail(out.stderr)}", pytrace=False)
@@ -212,7 +226,8 @@ def run_block(block: Block, tmp_path: Path) -> None:
     if not (BIN / "distrl").exists():
         pytest.fail(f"no `distrl` console script in {BIN}: install distrl into the env that "
                     "runs pytest (make setup)")
-    out = run(["bash", "-c", bash_script(block)], tmp_path)
+    out = run(["bash", "-c", "\n".join(shell) + "\n" + bash_script(block)], tmp_path,
+              path_has_venv)
     if out.returncode != 0:
         tags = re.findall(rf"^{LINE_TAG} (\d+)$", out.stderr, re.M)
         where = f"{block.path.relative_to(ROOT)}:L{tags[-1]}" if tags else block.id
@@ -249,9 +264,27 @@ def test_example_parses_and_imports_what_exists(block: Block, tmp_path: Path):
     check_only(block, tmp_path)
 
 
+README = ROOT / "README.md"
+DOCS_RUN = [b for b in BLOCKS if not b.not_run and b.path != README]
+
+
 @pytest.mark.slow
 @pytest.mark.ray
-@pytest.mark.parametrize("block", [b for b in BLOCKS if not b.not_run],
-                         ids=[b.id for b in BLOCKS if not b.not_run])
+@pytest.mark.parametrize("block", DOCS_RUN, ids=[b.id for b in DOCS_RUN])
 def test_example(block: Block, tmp_path: Path):
     run_block(block, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.long
+def test_readme_runs_in_order_in_one_folder_as_a_reader_would(tmp_path: Path):
+    """A fresh clone's folder after README's set-up (its .venv, here the one running
+    pytest) where the reader types README's commands one after another: `distrl` is on
+    PATH only because README says to activate the venv."""
+    (tmp_path / ".venv").symlink_to(BIN.parent, target_is_directory=True)
+    shell: list[str] = []
+    for block in (b for b in BLOCKS if b.path == README and not b.not_run):
+        run_block(block, tmp_path, tuple(shell), path_has_venv=False)
+        if block.lang == "bash":
+            shell += [line for _, line in logical_lines(block.code) if SHELL_STATE.match(line)]
