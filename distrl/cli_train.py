@@ -3,6 +3,7 @@ configs), then the run and its verdict line."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import json
@@ -40,10 +41,10 @@ SHADOWED = {"lr": "lr_schedule"}
 def train(args: list[str]) -> None:
     """``distrl train ALGO [FLAGS]``: parse, train, print the verdict (or the JSON)."""
     try:
-        name, args = _pop_tuned(args)
-        show_config, args = _pop_print_config(args)
+        own, args = _own_flags(args)
+        name, show_config = own.tuned, own.print_config
         algo, args = _algorithm(args)
-        resumed = _resumed(algo, _flag(args, "--resume"))
+        resumed = _resumed(algo, own.resume)
         # One command, not a union of subcommands: tyro's errors then name it.
         cli, unknown = tyro.cli(COMMANDS[algo], args=args, prog=f"distrl train {algo}",
                                 description=train_description(algo),
@@ -79,11 +80,6 @@ def train(args: list[str]) -> None:
         raise SystemExit(130)                    # anywhere else, so `&&` goes no further
 
 
-def _pop_print_config(args: list[str]) -> tuple[bool, list[str]]:
-    """Take ``--print-config`` out of the flags: print the configs in force and stop."""
-    return "--print-config" in args, [a for a in args if a != "--print-config"]
-
-
 def _print_config(algo: str, config: Any, run: RunConfig) -> None:
     """The configs a run would train with (--tuned, the flags and a resumed checkpoint's
     merged as the run merges them) as JSON on stdout; nothing trains, Ray never starts."""
@@ -92,24 +88,18 @@ def _print_config(algo: str, config: Any, run: RunConfig) -> None:
     print(json.dumps(configs_json(algo, config, run), indent=1))
 
 
-def _pop_tuned(args: list[str]) -> tuple[str | None, list[str]]:
-    """Take ``--tuned NAME`` out of the flags: it picks the defaults the others override."""
-    for i, arg in enumerate(args):
-        if arg == "--tuned" and i + 1 < len(args):
-            return args[i + 1], args[:i] + args[i + 2 :]
-        if arg.startswith("--tuned="):
-            return arg.split("=", 1)[1], args[:i] + args[i + 1 :]
-    return None, args
-
-
-def _flag(args: list[str], flag: str) -> str | None:
-    """The value of ``--flag VALUE`` or ``--flag=VALUE`` in args, else None."""
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
+def _own_flags(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """``--tuned NAME`` and ``--print-config``, taken out of the flags (they pick the
+    defaults and what to do, not a config field), and the value of ``--resume``, left in
+    (a RunConfig field) but read first: the saved configs become the flags' defaults."""
+    own = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    own.add_argument("--tuned")
+    own.add_argument("--print-config", action="store_true")
+    ours, rest = own.parse_known_args(args)
+    peek = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    peek.add_argument("--resume")
+    ours.resume = peek.parse_known_args(rest)[0].resume
+    return ours, rest
 
 
 def _resumed(algo: str | None, path: str | None) -> Any | None:

@@ -50,8 +50,8 @@ class AlphaZeroConfig:
     """Learning rate as [[moves, value], ...], linearly interpolated over the self-play
     moves made (all games together), the end values held beyond."""
     grad_clip: float | None = None
-    """Clip the global gradient norm to this (None: no clipping, as AlphaZero; 1.0 halved
-    the win rate against MCTS on connect four: docs/alphazero.md)."""
+    """Clip the global gradient norm to this (None: no clipping, as AlphaZero; what
+    clipping did on connect four: docs/alphazero.md)."""
     value_target_mix: float = 0.0
     """The value head's target: (1 - this) x the game's outcome + this x the root's
     searched value (0: the outcome alone, as AlphaZero; mixing in the search's estimate

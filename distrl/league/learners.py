@@ -1,5 +1,5 @@
 """DistributedLearners: the league's learners on Ray, after RLlib's DistributedLearners
-(the seed), with a remove_policy that works.
+(its multi-agent learner design, since removed), with a remove_policy that works.
 
 A learner shard is one ReplayActor (the samples each of its policies has not trained on
 yet) plus up to m PolicyLearner actors pinned to the replay actor's node, so samples move

@@ -1,4 +1,4 @@
-"""A user's own env (issue 14): module:EnvId and module:callable from the CLI, in-process
+"""A user's own env: module:EnvId and module:callable from the CLI, in-process
 and on Ray runners, env_config through resume and eval, evaluation during training,
 videos. The env module is on PYTHONPATH only, as a user would have it."""
 
