@@ -18,7 +18,7 @@ import torch
 from distrl import ApexConfig, ModelConfig, RunConfig
 from distrl.apex.roles import DQNLearner
 from distrl.apex.train import make_engine
-from distrl.core.envs import env_spaces
+from distrl.envs.make import env_spaces
 from distrl.runtime.cluster import peak_rss_mb
 
 ENV = "ALE/Pong-v5"

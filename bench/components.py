@@ -152,7 +152,7 @@ def env_steps(budget: Budget, repeats: int) -> Figures:
     except ImportError as err:
         log(f"env: skipping {PONG} ({err})")
         return out
-    from distrl.core.envs import make_atari
+    from distrl.envs.make import make_atari
 
     pong = make_atari(PONG)
     sec = median_seconds(gym_stepper(pong, budget.pong_steps, 0), 1, repeats)

@@ -100,7 +100,7 @@ def sb3_model(task: str, seed: int):
     from stable_baselines3.common.utils import LinearSchedule
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from distrl.core.memory_tasks import PendulumNoVel, StatelessCartPole
+    from distrl.envs.memory_tasks import PendulumNoVel, StatelessCartPole
 
     if task == "stateless_cartpole":
         env = VecNormalize(make_vec_env(StatelessCartPole, n_envs=8, seed=seed),

@@ -18,8 +18,8 @@ from distrl.cli_help import main_help
 from distrl.cli_train import train
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import JSONObject
-from distrl.core.env_errors import debug_wanted
 from distrl.core.interrupts import command
+from distrl.envs.errors import debug_wanted
 from distrl.games.nash import MAX_STATES
 from distrl.games.opponents import Opponent, parse_opponent
 from distrl.registry import ALGORITHMS

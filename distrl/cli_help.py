@@ -10,7 +10,7 @@ import typing
 from typing import Annotated
 
 from distrl.core.config import RunConfig
-from distrl.core.envs import env_name
+from distrl.envs.make import env_name
 from distrl.registry import ALGORITHMS
 from distrl.tuned import TABLES
 

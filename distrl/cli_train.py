@@ -16,9 +16,9 @@ from distrl.cli_help import env_mismatch, train_description, train_help, unknown
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import RunConfig
 from distrl.core.display import configs_json, headline
-from distrl.core.env_errors import debug_wanted
 from distrl.core.metrics import strict_json
 from distrl.core.resume import resumed_configs, saved_configs
+from distrl.envs.errors import debug_wanted
 from distrl.registry import ALGORITHMS
 from distrl.tuned import tuned
 

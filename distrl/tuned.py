@@ -14,8 +14,8 @@ from typing import Any
 from distrl.alphazero.config import AlphaZeroConfig
 from distrl.apex.config import ApexConfig
 from distrl.appo.config import APPOConfig
-from distrl.core.envs import VectorMode
 from distrl.ddppo.config import DDPPOConfig
+from distrl.envs.make import VectorMode
 from distrl.league.config import LeagueConfig
 from distrl.league.rules import LeagueRules
 from distrl.models.config import ModelConfig
@@ -83,7 +83,7 @@ def repeat_after(k: int = 64, budget: int = 150_000) -> Tuned:
     1 seeds 0-3 reached it in 26k-94k, seed 4 had 0.68 (deterministic 0.8)."""
     batch = 8 * 2 * (k + 1)
     return Tuned(
-        env="distrl.core.memory_tasks:RepeatAfter",
+        env="distrl.envs.memory_tasks:RepeatAfter",
         config=PPOConfig(
             train_batch_size=batch, minibatch_size=min(batch, 520), num_epochs=20,
             gamma=0.98, lambda_=0.8, lr_schedule=((0, 1e-3), (budget, 1e-5)),
@@ -117,7 +117,7 @@ TUNED: dict[str, Tuned] = {
     # LSTM alone 347 (7), the loss alone 436 (7). Hiddens before the LSTM (RLlib's
     # layout) gave 208 with the zoo's knobs and its clip decay.
     "stateless_cartpole": Tuned(
-        env="distrl.core.memory_tasks:StatelessCartPole",
+        env="distrl.envs.memory_tasks:StatelessCartPole",
         config=PPOConfig(
             train_batch_size=256, minibatch_size=256, num_epochs=20, gamma=0.98, lambda_=0.8,
             lr_schedule=((0, 1e-3), (100_000, 1e-6)), use_kl_loss=False, entropy_coeff=0.0,
@@ -138,7 +138,7 @@ TUNED: dict[str, Tuned] = {
     # -383 and -214; seed 0 without gSDE: -816. rl-zoo's exact layout and rewards here:
     # -747. rl-zoo reports -218 at 100k; its settings in SB3-contrib -287.
     "pendulum_novel": Tuned(
-        env="distrl.core.memory_tasks:PendulumNoVel",
+        env="distrl.envs.memory_tasks:PendulumNoVel",
         config=PPOConfig(
             train_batch_size=4000, minibatch_size=128, num_epochs=10, lr=1e-3, gamma=0.9,
             lambda_=0.95, use_kl_loss=False, normalize_rewards=True,

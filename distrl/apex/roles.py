@@ -21,10 +21,10 @@ import torch
 from distrl.apex.config import ApexConfig
 from distrl.apex.dqn import dqn_loss, initial_priorities, nstep_fragment
 from distrl.apex.replay import PrioritizedReplay
-from distrl.core.envs import EnvSpec, VectorMode
 from distrl.core.learner import Learner
 from distrl.core.sampling import make_loop
 from distrl.core.types import NStepFragment, Transitions, to_tensor
+from distrl.envs.make import EnvSpec, VectorMode
 from distrl.models.config import ModelConfig
 from distrl.models.encoders import image_layout, is_image
 from distrl.models.q_network import QNetwork

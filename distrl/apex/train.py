@@ -24,7 +24,6 @@ from distrl.apex.roles import (
 )
 from distrl.core.callbacks import Callbacks
 from distrl.core.config import RunConfig
-from distrl.core.envs import env_spaces
 from distrl.core.loop import (
     Closures,
     drive,
@@ -35,6 +34,7 @@ from distrl.core.loop import (
     start_run,
 )
 from distrl.core.sampling import seed_for
+from distrl.envs.make import env_spaces
 
 
 def train_apex(config: ApexConfig | None = None, run: RunConfig | None = None, *,

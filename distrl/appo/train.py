@@ -20,7 +20,6 @@ from distrl.appo.loss import train_batch
 from distrl.appo.sampler import Sampler, ThreadSampler
 from distrl.core.callbacks import Callbacks
 from distrl.core.config import RunConfig
-from distrl.core.envs import env_spaces
 from distrl.core.loop import (
     Closures,
     Progress,
@@ -30,6 +29,7 @@ from distrl.core.loop import (
     save_run,
     start_run,
 )
+from distrl.envs.make import env_spaces
 from distrl.models.filters import return_std
 from distrl.ppo.env_runner import EnvRunner
 from distrl.ppo.train import LearnerSide, restore_runners, runner_kwargs

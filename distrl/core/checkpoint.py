@@ -43,7 +43,7 @@ FORMAT = 1
 MANIFEST = "manifest.json"
 DIR = "checkpoint"
 MOVED = {
-    "distrl.sampling": ("distrl.core.sampling",), "distrl.envs": ("distrl.core.envs",),
+    "distrl.sampling": ("distrl.core.sampling",), "distrl.envs": ("distrl.envs.make",),
     "distrl.filters": ("distrl.models.filters",), "distrl.types": ("distrl.core.types",),
     "distrl.config": ("distrl.core.config",), "distrl.env_runner": ("distrl.ppo.env_runner",),
     "distrl.multiagent": ("distrl.games.games",), "distrl.matches": ("distrl.games.matches",),
@@ -58,6 +58,10 @@ MOVED = {
         "games", "matches", "seats", "batched", "policies", "scoring", "nash")},
     "distrl.core.filters": ("distrl.models.filters",),
     "distrl.runtime.distributed_learners": ("distrl.league.learners",),
+    **{f"distrl.core.{old}": (f"distrl.envs.{new}",) for old, new in (
+        ("envs", "make"), ("thread_vec", "thread_vec"), ("async_vec", "async_vec"),
+        ("envpool_vec", "envpool_vec"), ("env_errors", "errors"),
+        ("memory_tasks", "memory_tasks"))},
 }
 """Where the names a trusted pickle (runners/state.pkl) may refer to went when the code
 was regrouped by algorithm: checkpoints written before still resume."""

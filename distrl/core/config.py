@@ -14,7 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 import tyro
 
-from distrl.core.envs import EnvSpec, VectorMode
+from distrl.envs.make import EnvSpec, VectorMode
 from distrl.models.config import check_choices
 
 T = TypeVar("T")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from distrl.core.config import RunConfig, to_json
-from distrl.core.envs import env_name
+from distrl.envs.make import env_name
 
 TRAINING = ("env/episode_return_mean", "env/steps_per_s", "learner/policy_loss",
             "learner/vf_loss", "learner/kl", "time/total_s")

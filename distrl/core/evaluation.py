@@ -18,8 +18,10 @@ import torch
 
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import RunConfig, from_json
-from distrl.core.env_errors import EnvErrors
-from distrl.core.envs import (
+from distrl.core.sampling import StepContext, env_action_fn, first_context, scales_actions
+from distrl.core.video import episode_video
+from distrl.envs.errors import EnvErrors
+from distrl.envs.make import (
     EnvSpec,
     env_name,
     env_spaces,
@@ -30,8 +32,6 @@ from distrl.core.envs import (
     resolve_env,
     time_limited,
 )
-from distrl.core.sampling import StepContext, env_action_fn, first_context, scales_actions
-from distrl.core.video import episode_video
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.builders import builder_for
 from distrl.models.config import ModelConfig

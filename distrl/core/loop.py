@@ -23,8 +23,6 @@ from distrl.core.callbacks import Callbacks
 from distrl.core.checkpoint import Checkpoint, save_checkpoint, space_to_json
 from distrl.core.config import RunConfig, to_json
 from distrl.core.display import Budget, write_configs
-from distrl.core.envpool_vec import is_envpool
-from distrl.core.envs import check_env_id, env_name, episode_limit
 from distrl.core.evaluation import evaluation_metrics
 from distrl.core.interrupts import Deadline, interrupt_between_iterations
 from distrl.core.learner import NonFiniteError
@@ -32,6 +30,8 @@ from distrl.core.metrics import MetricsLogger
 from distrl.core.resume import resumed_configs
 from distrl.core.stopping import max_env_steps, refuse_finished, stop_reason
 from distrl.core.wandb_logger import check_wandb, open_wandb
+from distrl.envs.envpool_vec import is_envpool
+from distrl.envs.make import check_env_id, env_name, episode_limit
 
 WINDOW = 100  # episodes in env/episode_return_mean
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from distrl.core.checkpoint import MANIFEST, Checkpoint
 from distrl.core.config import RunConfig, from_json
-from distrl.core.envs import env_name
+from distrl.envs.make import env_name
 
 
 def saved_configs(ckpt: Checkpoint, config_cls: type, factory: bool = True

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from distrl.core.checkpoint import games_in_progress, trusted_loads
-from distrl.core.env_errors import EnvErrors
-from distrl.core.envpool_vec import is_envpool
-from distrl.core.envs import EnvSpec, VectorMode, env_name, make_vec_env
+from distrl.envs.envpool_vec import is_envpool
+from distrl.envs.errors import EnvErrors
+from distrl.envs.make import EnvSpec, VectorMode, env_name, make_vec_env
 
 
 @dataclass

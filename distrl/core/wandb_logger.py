@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from distrl.core.config import RunConfig, to_json
-from distrl.core.envs import env_name
+from distrl.envs.make import env_name
 
 NEEDS = "--wandb-project needs the wandb package: pip install 'distrl[wandb]'."
 

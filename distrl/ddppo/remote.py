@@ -28,7 +28,6 @@ import torch
 import torch.distributed as dist
 
 from distrl.core.config import RunConfig
-from distrl.core.envs import VectorMode
 from distrl.core.learner import Learner, LearnerState
 from distrl.core.sampling import seed_for
 from distrl.core.types import PPOBatch
@@ -43,6 +42,7 @@ from distrl.ddppo.collective import (
 )
 from distrl.ddppo.config import DDPPOConfig
 from distrl.ddppo.shm_allreduce import ShmAllReduce, ShmUnavailable, shm_supported
+from distrl.envs.make import VectorMode
 from distrl.models.recurrent import actor_critic
 from distrl.ppo.env_runner import EnvRunner
 from distrl.ppo.loss import ppo_update

@@ -13,10 +13,10 @@ import torch.distributed as dist
 
 from distrl.core.callbacks import Callbacks
 from distrl.core.config import RunConfig
-from distrl.core.envs import env_spaces
 from distrl.core.loop import Closures, Progress, drive, policy_files, save_run, start_run
 from distrl.core.sampling import seed_for
 from distrl.ddppo.config import DDPPOConfig
+from distrl.envs.make import env_spaces
 from distrl.models.recurrent import actor_critic
 from distrl.store.policy_cache import readonly_tensor
 

@@ -38,7 +38,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from distrl.core.envs import env_config_checked
+from distrl.envs.make import env_config_checked
 from distrl.games.twins import TWIN_OBSERVATIONS
 
 GAMES_EXTRA = "pip install 'distrl[games]'"

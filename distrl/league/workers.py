@@ -13,9 +13,9 @@ import gymnasium as gym
 import torch
 
 from distrl.core.config import RunConfig
-from distrl.core.envs import env_name
 from distrl.core.sampling import seed_for
 from distrl.core.types import Rollout
+from distrl.envs.make import env_name
 from distrl.games.games import make_multiagent_env
 from distrl.games.matches import MatchLoop, MatchResult
 from distrl.games.policies import LocalPolicy, outside_players

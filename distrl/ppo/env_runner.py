@@ -14,11 +14,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from distrl.core.envs import EnvSpec, VectorMode
 from distrl.core.returns import gae
 from distrl.core.sampling import Trajectory, make_loop
 from distrl.core.sequences import to_sequences
 from distrl.core.types import Fragment, GAESteps, Rollout
+from distrl.envs.make import EnvSpec, VectorMode
 from distrl.models.config import ModelConfig
 from distrl.models.filters import RunningStats, discounted_returns
 from distrl.models.recurrent import LSTMActor, actor_critic

@@ -17,7 +17,6 @@ import torch
 from distrl.core.callbacks import Callbacks
 from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import RunConfig
-from distrl.core.envs import env_spaces
 from distrl.core.learner import Learner
 from distrl.core.loop import (
     Closures,
@@ -31,6 +30,7 @@ from distrl.core.loop import (
 )
 from distrl.core.sampling import seed_for
 from distrl.core.types import PPOBatch, Rollout
+from distrl.envs.make import env_spaces
 from distrl.models.filters import RunningStats, return_std, stats_from_json, stats_to_json
 from distrl.models.recurrent import actor_critic
 from distrl.ppo.config import PPOConfig

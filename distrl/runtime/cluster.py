@@ -23,7 +23,7 @@ import ray
 import torch
 from ray._private import ray_constants
 
-from distrl.core.env_errors import EnvError
+from distrl.envs.errors import EnvError
 
 CONNECT_TIMEOUT_S = 5.0
 SHUTDOWN_TIMEOUT_S = 30.0

@@ -20,7 +20,7 @@ from typing import Any
 
 import ray
 
-from distrl.core.env_errors import EnvError
+from distrl.envs.errors import EnvError
 from distrl.runtime.cluster import actor_class, release_ray
 from distrl.runtime.placement import Placement
 

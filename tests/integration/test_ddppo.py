@@ -42,7 +42,7 @@ def make_group(env, cfg=SMALL, run=None) -> DDPPOWorkerGroup:
 
 
 def group_spaces(env):
-    from distrl.core.envs import env_spaces
+    from distrl.envs.make import env_spaces
 
     return env_spaces(env)
 

@@ -7,9 +7,9 @@ import pytest
 
 from distrl import PPOConfig, RunConfig, train_ppo
 from distrl.cli import main
-from distrl.core import envs
-from distrl.core.env_errors import EnvError
 from distrl.core.evaluation import run_episodes
+from distrl.envs import make as envs
+from distrl.envs.errors import EnvError
 from tests.fakes import BUG_LINE, USER_FILE, with_user_envs
 from tests.unit.test_env_errors import SMALL, cli_error
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from distrl.cli import main
-from distrl.core.memory_tasks import PendulumNoVel, RepeatAfter, StatelessCartPole
+from distrl.envs.memory_tasks import PendulumNoVel, RepeatAfter, StatelessCartPole
 from distrl.models.recurrent import actor_critic
 from distrl.tuned import tuned
 
@@ -103,7 +103,7 @@ def test_the_recurrent_tuned_entries_build_at_the_zoo_budget(name, stop):
     config = t.for_runners(0)
     assert config.model.use_lstm and config.num_envs_per_env_runner == t.num_envs
     factory = {"stateless_cartpole": StatelessCartPole, "pendulum_novel": PendulumNoVel}[name]
-    assert t.env == f"distrl.core.memory_tasks:{factory.__name__}"
+    assert t.env == f"distrl.envs.memory_tasks:{factory.__name__}"
     env = factory()
     model = actor_critic(env.observation_space, env.action_space, config.model)
     obs = torch.as_tensor(env.reset(seed=0)[0])[None]
@@ -134,7 +134,7 @@ def test_pendulum_novel_trains_on_a_users_own_wrapper(tmp_path, monkeypatch, cap
 def test_the_cli_builds_sb3s_layout_and_the_run_evaluates(tmp_path, capsys):
     """--hiddens with no sizes and --lstm-head-hiddens: the LSTM reads the observation,
     a layer follows it; the saved run plays `distrl eval` with that network."""
-    main(["train", "ppo", "--env", "distrl.core.memory_tasks:StatelessCartPole", "--use-lstm",
+    main(["train", "ppo", "--env", "distrl.envs.memory_tasks:StatelessCartPole", "--use-lstm",
           "--hiddens", "--lstm-head-hiddens", "16", "--lstm-cell-size", "8",
           "--num-env-runners", "0", "--num-envs-per-env-runner", "2", "--train-batch-size",
           "64", "--minibatch-size", "64", "--num-epochs", "1", "--max-env-steps", "128",

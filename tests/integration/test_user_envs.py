@@ -134,7 +134,7 @@ def test_an_env_that_fails_in_a_ray_runners_step_keeps_its_traceback(ray_local, 
 
     from ray import cloudpickle
 
-    from distrl.core.env_errors import EnvError
+    from distrl.envs.errors import EnvError
 
     monkeypatch.syspath_prepend(ENVMODS)
     import distrl_user_envs  # the cluster cannot import it: the class travels by value

@@ -7,7 +7,7 @@ import torch
 
 from distrl import RunConfig, train_ppo
 from distrl.core.checkpoint import Checkpoint
-from distrl.core.env_errors import EnvError
+from distrl.envs.errors import EnvError
 from tests.fakes import BUG_LINE, USER_FILE, with_user_envs
 from tests.unit.test_vector_mode import CFG
 

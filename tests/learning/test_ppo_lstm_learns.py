@@ -12,7 +12,7 @@ from distrl.tuned import repeat_after, tuned
 
 pytestmark = pytest.mark.slow
 
-REPEAT_FIRST = "distrl.core.memory_tasks:RepeatFirst"
+REPEAT_FIRST = "distrl.envs.memory_tasks:RepeatFirst"
 
 
 def train(lstm: bool, env: str, stop_return: float, budget: int, tmp_path) -> dict:

@@ -8,8 +8,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from distrl.core.envs import clip_rewards_keep_score, make_atari, make_vec_env
 from distrl.core.sampling import EnvLoop
+from distrl.envs.make import clip_rewards_keep_score, make_atari, make_vec_env
 
 torch.set_num_threads(1)
 
@@ -72,7 +72,7 @@ def test_make_atari_is_deepminds_preprocessing():
 
 def missing_package_error(package, env_id):
     code = (f"import sys; sys.modules[{package!r}] = None\n"
-            "from distrl.core.envs import make_vec_env\n"
+            "from distrl.envs.make import make_vec_env\n"
             f"try:\n    make_vec_env({env_id!r}, 1)\n"
             "except ValueError as err:\n    print(err)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -50,7 +50,7 @@ def test_pickles_written_before_the_layout_move_still_load():
     """A resume reads runners/state.pkl, which names classes and functions by module:
     those written under the old flat layout (distrl.envs, distrl.nets, ...) are found
     where they moved. Protocol-0 GLOBAL opcodes, as such a pickle holds them."""
-    from distrl.core.envs import env_name
+    from distrl.envs.make import env_name
     from distrl.models.filters import RunningStats
     from distrl.models.q_network import QNetwork
 
@@ -58,5 +58,10 @@ def test_pickles_written_before_the_layout_move_still_load():
     assert trusted_loads(b"cdistrl.filters\nRunningStats\n.") is RunningStats
     assert trusted_loads(b"cdistrl.nets\nQNetwork\n.") is QNetwork  # nets was split
     assert trusted_loads(pickle.dumps(RunningStats)) is RunningStats  # today's names
+    from distrl.envs.memory_tasks import RepeatFirst
+
+    # The env backends left core/ for envs/: a runner's pickled envs still load.
+    assert trusted_loads(b"cdistrl.core.memory_tasks\nRepeatFirst\n.") is RepeatFirst
+    assert trusted_loads(b"cdistrl.core.envs\nenv_name\n.") is env_name
     with pytest.raises(ModuleNotFoundError):
         trusted_loads(b"cdistrl.nosuchmodule\nX\n.")

@@ -12,9 +12,9 @@ pytest.importorskip("envpool")
 
 from distrl import ApexConfig, ModelConfig, PPOConfig, RunConfig, train_apex, train_ppo
 from distrl.apex.roles import ApexActor
-from distrl.core.envpool_vec import EnvPoolVector
-from distrl.core.envs import make_vec_env
 from distrl.core.sampling import DoubleBuffered, EnvLoop, make_loop
+from distrl.envs.envpool_vec import EnvPoolVector
+from distrl.envs.make import make_vec_env
 from distrl.ppo.env_runner import EnvRunner
 from tests.unit.test_recurrent import assert_replays
 

@@ -13,12 +13,11 @@ ROOT = Path(distrl.__file__).parent
 BY_DESIGN = {"__init__", "config", "train", "remote", "loss"}  # one per algorithm folder
 MAX_LINES = 400
 ALGORITHM_FOLDERS = sorted({a.driver.split(".")[1] for a in ALGORITHMS.values()})
-FLOORS = ["models", "core", "store", "runtime", "games", "algorithms", "tuned", "cli"]
+FLOORS = ["envs", "models", "core", "store", "runtime", "games", "algorithms", "tuned", "cli"]
 """Lowest first; a module may import from its own floor and those below."""
 TOP_LEVEL = {"registry": "tuned", "tuned": "tuned", "cli": "cli", "cli_train": "cli",
-             "__main__": "cli", "tune": "cli", "policy": "tuned", "agent": "tuned", "export": "cli",
-             "plot": "cli",
-             "cli_help": "cli"}
+             "__main__": "cli", "tune": "cli", "policy": "tuned", "agent": "tuned",
+             "export": "cli", "plot": "cli", "cli_help": "cli"}
 
 
 def floor(module: str) -> int:

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from distrl import ModelConfig
-from distrl.core.memory_tasks import StatelessCartPole
 from distrl.core.sequences import unroll_rows
 from distrl.core.types import PPOBatch
+from distrl.envs.memory_tasks import StatelessCartPole
 from distrl.models.recurrent import RecurrentActorCritic
 from distrl.ppo.config import PPOHyperparams
 from distrl.ppo.env_runner import EnvRunner

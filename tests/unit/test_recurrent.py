@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from distrl import ModelConfig
-from distrl.core.memory_tasks import RepeatFirst, StatelessCartPole
 from distrl.core.sequences import padded_index, sequence_starts, unroll_rows
 from distrl.core.types import PPOBatch
+from distrl.envs.memory_tasks import RepeatFirst, StatelessCartPole
 from distrl.models.recurrent import RecurrentActorCritic
 from distrl.ppo.config import PPOHyperparams
 from distrl.ppo.env_runner import EnvRunner

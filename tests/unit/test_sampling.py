@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from distrl.core.envs import make_vec_env
 from distrl.core.sampling import EnvLoop
+from distrl.envs.make import make_vec_env
 from tests.fakes import counting
 
 

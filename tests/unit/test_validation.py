@@ -6,7 +6,7 @@ import gymnasium as gym
 import pytest
 
 from distrl.core.config import RunConfig
-from distrl.core.envs import check_env_id
+from distrl.envs.make import check_env_id
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.config import ModelConfig
 from distrl.models.encoders import check_spaces

@@ -16,9 +16,9 @@ from distrl import ApexConfig, LeagueConfig, PPOConfig, RunConfig, train_league
 from distrl.apex.roles import DQNLearner
 from distrl.apex.train import make_engine
 from distrl.core.checkpoint import trusted_loads
-from distrl.core.envs import make_vec_env
 from distrl.core.sampling import EnvLoop
-from distrl.core.thread_vec import ThreadedVectorEnv
+from distrl.envs.make import make_vec_env
+from distrl.envs.thread_vec import ThreadedVectorEnv
 from distrl.ppo.train import runner_kwargs
 from tests.fakes import with_user_envs
 

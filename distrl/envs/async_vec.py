@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.vector.async_vector_env import AsyncState
 
-from distrl.core.env_errors import EnvErrors
+from distrl.envs.errors import EnvErrors
 
 
 class SubprocessTraceback(Exception):

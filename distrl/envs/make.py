@@ -16,10 +16,10 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
-from distrl.core.async_vec import AsyncEnvs, user_errors
-from distrl.core.env_errors import EnvErrors
-from distrl.core.envpool_vec import EnvPoolVector, is_envpool
-from distrl.core.thread_vec import ThreadedVectorEnv
+from distrl.envs.async_vec import AsyncEnvs, user_errors
+from distrl.envs.envpool_vec import EnvPoolVector, is_envpool
+from distrl.envs.errors import EnvErrors
+from distrl.envs.thread_vec import ThreadedVectorEnv
 
 EnvSpec = str | Callable[..., gym.Env]
 """A registered gymnasium id ("CartPole-v1"); "module:EnvId" (gymnasium's convention: the
@@ -29,10 +29,23 @@ factory returning an Env. env_config is passed to gym.make or the factory as kwa
 
 
 VectorMode = Literal["auto", "sync", "threads", "async"]
-"""How sub-envs are stepped: "auto", the env's native vector implementation if it has
-one, else in process (sync); "sync", gymnasium's SyncVectorEnv; "threads", in process on
-one thread a core (thread_vec.py); "async", gymnasium's AsyncVectorEnv, one subprocess per
-sub-env."""
+"""How sub-envs are stepped; BACKENDS says by what."""
+
+SubEnvs = list[Callable[[], gym.Env]]
+BACKENDS: dict[str, Callable[[SubEnvs, str], gym.vector.VectorEnv]] = {
+    # in process, one after another
+    "sync": lambda makes, name: gym.vector.SyncVectorEnv(makes),
+    # in process, a thread a core: for envs that release the GIL (MuJoCo's)
+    "threads": lambda makes, name: ThreadedVectorEnv(makes),
+    # gymnasium's AsyncVectorEnv, a subprocess a sub-env; a user's error is one line
+    "async": lambda makes, name: AsyncEnvs([functools.partial(user_errors, m, name)
+                                            for m in makes]),
+}
+"""vector_mode -> the vector env its sub-envs are stepped in: the one table (a new backend
+is an entry here and its file). "auto" is "sync", except for a gymnasium id that registers
+a native vector implementation (CartPole's numpy one: one step for all sub-envs). An
+``envpool:`` env is one EnvPool in any mode (for "async", core.sampling.DoubleBuffered
+steps two of half size in turns)."""
 
 ATARI_EXTRA = "pip install 'distrl[atari]'"
 FRAME_STACK = 4
@@ -41,7 +54,7 @@ FRAME_STACK = 4
 def resolve_env(env: EnvSpec) -> str | Callable[..., gym.Env]:
     """A registered id or a callable; "module:name" imports the module first (on whichever
     process makes the env: the driver, or an actor on any Ray node); "ALE/..." registers
-    ale-py's Atari envs; "envpool:..." stays as it is (core/envpool_vec.py)."""
+    ale-py's Atari envs; "envpool:..." stays as it is (envs/envpool_vec.py)."""
     if is_atari(env):
         _register_atari()
     if not isinstance(env, str) or ":" not in env or is_envpool(env):
@@ -194,20 +207,16 @@ def _make_vec(env: EnvSpec, num_envs: int, kwargs: dict[str, Any], clip_rewards:
     if isinstance(maker, str) and not is_atari(env):
         if max_episode_steps is not None:  # gym.make's (and vector entry points') own
             kwargs = {**kwargs, "max_episode_steps": max_episode_steps}
-        if vector_mode not in ("async", "threads"):
-            native = vector_mode == "auto" and gym.spec(maker).vector_entry_point is not None
+        if vector_mode == "auto" and gym.spec(maker).vector_entry_point is not None:
             return gym.make_vec(maker, num_envs=num_envs, **kwargs,
-                                vectorization_mode="vector_entry_point" if native else "sync")
+                                vectorization_mode="vector_entry_point")
         make = functools.partial(gym.make, maker, **kwargs)
     else:
         make = (functools.partial(make_atari, env, clip_rewards=clip_rewards, **kwargs)
                 if is_atari(env) else functools.partial(maker, **kwargs))
         make = functools.partial(time_limited, make, max_episode_steps)
-        if vector_mode not in ("async", "threads"):
-            return gym.vector.SyncVectorEnv([make] * num_envs)
-    if vector_mode == "threads":
-        return ThreadedVectorEnv([make] * num_envs)
-    return AsyncEnvs([functools.partial(user_errors, make, env_name(env))] * num_envs)
+    mode = "sync" if vector_mode == "auto" else vector_mode
+    return BACKENDS[mode]([make] * num_envs, env_name(env))
 
 
 def time_limited(make: Callable[[], gym.Env], max_episode_steps: int | None) -> gym.Env:

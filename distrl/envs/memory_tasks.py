@@ -13,7 +13,7 @@ cannot solve them, whatever its training budget.
 
 Each takes ``stack=N``: the last N observations side by side, zeros before the first
 (a frame stack, the feed-forward control: it sees N-1 steps back and no further).
-Use them by id: ``--env distrl.core.memory_tasks:StatelessCartPole``, and
+Use them by id: ``--env distrl.envs.memory_tasks:StatelessCartPole``, and
 ``--env-config '{"k": 16}'`` for their keyword arguments.
 """
 
