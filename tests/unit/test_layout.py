@@ -3,6 +3,7 @@ downward through the floors and never in a cycle, module names that say where a
 traceback points, files a newcomer can read."""
 
 import ast
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -115,3 +116,35 @@ def test_every_algorithm_has_its_folder_with_config_driver_and_readme():
     for algo in ALGORITHM_FOLDERS:
         for name in ("config.py", "train.py", "README.md"):
             assert (ROOT / algo / name).is_file(), f"{algo}/{name} is missing"
+
+
+def architecture_map() -> dict[str, set[str]]:
+    """docs/architecture.md's map of distrl/: package folder ("" for the top level) ->
+    the modules it names there."""
+    text = (ROOT.parent / "docs" / "architecture.md").read_text()
+    block = text.split("```\ndistrl/\n", 1)[1].split("```", 1)[0]
+    named: dict[str, set[str]] = {"": set()}
+    package = ""
+    for line in block.splitlines():
+        if m := re.match(r"^  (\w+)/", line):
+            package = m.group(1)
+            named.setdefault(package, set())
+        elif m := re.match(r"^  (\w[\w, .]*?\.py)\b", line):
+            package = ""
+            named[""].update(re.findall(r"\w+\.py", m.group(1)))
+        elif m := re.match(r"^    (\w[\w, .]*?\.py)\b", line):
+            named[package].update(re.findall(r"\w+\.py", m.group(1)))
+    return named
+
+
+def test_the_architecture_map_names_every_package_and_module():
+    named = architecture_map()
+    missing = []
+    for path in sorted(ROOT.iterdir()):
+        if path.is_dir() and (path / "__init__.py").is_file():
+            missing += [f"{path.name}/"] if path.name not in named else [
+                f"{path.name}/{f.name}" for f in sorted(path.glob("*.py"))
+                if f.name != "__init__.py" and f.name not in named[path.name]]
+        elif path.suffix == ".py" and path.name != "__init__.py" and path.name not in named[""]:
+            missing.append(path.name)
+    assert missing == [], f"docs/architecture.md's map lacks {missing}"
