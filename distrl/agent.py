@@ -116,40 +116,18 @@ def _refuse_unknown(who: str, settings: dict[str, Any], known: set[str]) -> None
                             + "; it takes its config's fields and RunConfig's.")
 
 
-class PPO(Agent):
-    """PPO (PPOConfig's fields as keywords)."""
-
-    algo = "ppo"
-
-
-class APPO(Agent):
-    """APPO (APPOConfig's fields as keywords)."""
-
-    algo = "appo"
+def _agent(algo: str, name: str, what: str) -> type[Agent]:
+    """The Agent class of one algorithm: ``what`` and its config's fields as keywords."""
+    config = ALGORITHMS[algo].config.__name__
+    return type(name, (Agent,), {"algo": algo, "__module__": __name__,
+                                 "__doc__": f"{what} ({config}'s fields as keywords)."})
 
 
-class DDPPO(Agent):
-    """DD-PPO (DDPPOConfig's fields as keywords)."""
-
-    algo = "ddppo"
-
-
-class Apex(Agent):
-    """Ape-X DQN (ApexConfig's fields as keywords)."""
-
-    algo = "apex"
-
-
-class League(Agent):
-    """A league on a game (LeagueConfig's fields as keywords)."""
-
-    algo = "league"
-
-
-class AlphaZero(Agent):
-    """AlphaZero (AlphaZeroConfig's fields as keywords)."""
-
-    algo = "alphazero"
-
+PPO = _agent("ppo", "PPO", "PPO")
+APPO = _agent("appo", "APPO", "APPO")
+DDPPO = _agent("ddppo", "DDPPO", "DD-PPO")
+Apex = _agent("apex", "Apex", "Ape-X DQN")
+League = _agent("league", "League", "A league on a game")
+AlphaZero = _agent("alphazero", "AlphaZero", "AlphaZero")
 
 _CLASSES = {c.algo: c.__name__ for c in (PPO, APPO, DDPPO, Apex, League, AlphaZero)}
