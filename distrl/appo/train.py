@@ -9,7 +9,6 @@ one learner update on train_batch_size samples.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,20 +18,13 @@ from distrl.appo.config import APPOConfig
 from distrl.appo.loss import train_batch
 from distrl.appo.sampler import Sampler, ThreadSampler
 from distrl.core.callbacks import Callbacks
+from distrl.core.checkpoint import Checkpoint
 from distrl.core.config import RunConfig
-from distrl.core.loop import (
-    Closures,
-    Progress,
-    drive,
-    learner_device,
-    policy_files,
-    save_run,
-    start_run,
-)
-from distrl.envs.make import env_spaces
+from distrl.core.loop import Progress, start_run
+from distrl.core.types import Fragment
 from distrl.models.filters import return_std
-from distrl.ppo.env_runner import EnvRunner
-from distrl.ppo.train import LearnerSide, restore_runners, runner_kwargs
+from distrl.ppo.env_runner import EnvRunner, Weights
+from distrl.ppo.train import LearnerSide, drive_on_policy, runner_kwargs
 
 
 def train_appo(config: APPOConfig | None = None, run: RunConfig | None = None, *,
@@ -40,44 +32,48 @@ def train_appo(config: APPOConfig | None = None, run: RunConfig | None = None, *
     """Train APPO until a stop condition holds; returns the final metrics and checkpoint
     path. Resume and ``callbacks`` as train_ppo."""
     start = start_run("appo", config or APPOConfig(), run or RunConfig())
-    config, run = start.config, start.run
-    device = learner_device(run.device)
-    spaces = env_spaces(run.env, run.env_config) if config.num_env_runners else None
-    sampler, ray_start_s = _make_sampler(config, run)
-    try:
-        obs_space, act_space = spaces or sampler.runner.spaces()
-        side = LearnerSide.create(start, obs_space, act_space, device)
-        model = side.learner.model
-        progress = start.progress()
-        if start.ckpt is not None:
-            restore_runners(start, sampler)
-            sampler.resume(start.ckpt.trusted("appo", "pending.pkl")["fragments"])
-        sampler.publish(side.learner.weights(), progress.iteration)
-    except BaseException:
-        sampler.close()
-        raise
-
-    def iterate() -> dict[str, Any]:
-        return _iteration(config, side, sampler, progress, device)
-
-    def save() -> Path:
-        pending = sampler.pause()  # runners idle: their states match the fragments kept
-        try:
-            return save_run(start, progress,
-                            policy_files(model.state_dict(), obs_space, act_space, config.model),
-                            side.learner_state(), sampler.get_states(), side.algo_state(),
-                            {"appo": {"pending.pkl": {"fragments": pending}}})
-        finally:
-            sampler.resume(pending)
-
-    return drive(start, Closures(progress, iterate, save, sampler.close, lambda: model,
-                                 ray_start_s), callbacks)
+    return drive_on_policy(start, _make_fragments, _iteration, callbacks)
 
 
-def _iteration(config: APPOConfig, side: LearnerSide, sampler: Sampler, p: Progress,
+class Fragments:
+    """APPO's Samples (ppo.train): a Sampler's fragments, the pending ones checkpointed."""
+
+    def __init__(self, sampler: Sampler):
+        self.sampler = sampler
+        self._held: list[Fragment] = []
+
+    def spaces(self) -> tuple[Any, Any]:
+        return self.sampler.runner.spaces()
+
+    def restore(self, ckpt: Checkpoint) -> None:
+        self.sampler.resume(ckpt.trusted("appo", "pending.pkl")["fragments"])
+
+    def start(self, weights: Weights, version: int) -> None:
+        self.sampler.publish(weights, version)
+
+    def hold(self) -> dict[str, dict[str, Any]]:
+        """Runners paused (their states match the fragments kept), the fragments taken."""
+        self._held = self.sampler.pause()
+        return {"appo": {"pending.pkl": {"fragments": self._held}}}
+
+    def release(self) -> None:
+        self.sampler.resume(self._held)
+
+    def get_states(self) -> list:
+        return self.sampler.get_states()
+
+    def set_states(self, states: list) -> None:
+        self.sampler.set_states(states)
+
+    def close(self) -> None:
+        self.sampler.close()
+
+
+def _iteration(config: APPOConfig, side: LearnerSide, samples: Fragments, p: Progress,
                device: torch.device) -> dict[str, Any]:
+    sampler = samples.sampler
     t0 = time.perf_counter()
-    fragments = sampler.take(max(config.num_env_runners, 1))
+    fragments = sampler.take(config.samplers)
     t1 = time.perf_counter()
     lag = float(np.mean([p.iteration - f.weights_version for f in fragments]))
     lr = config.lr_at(p.env_steps)
@@ -102,12 +98,12 @@ def _iteration(config: APPOConfig, side: LearnerSide, sampler: Sampler, p: Progr
     }
 
 
-def _make_sampler(config: APPOConfig, run: RunConfig) -> tuple[Sampler, float]:
+def _make_fragments(config: APPOConfig, run: RunConfig) -> tuple[Fragments, float]:
     kwargs = runner_kwargs(config, run)
     steps = config.fragment_length()
-    if config.num_env_runners == 0:
+    if config.in_driver:
         runner = EnvRunner(**kwargs(0, 0))
-        return ThreadSampler(runner, steps, config.max_queued_fragments), 0.0
+        return Fragments(ThreadSampler(runner, steps, config.max_queued_fragments)), 0.0
     from distrl.appo.remote import RaySampler
     from distrl.runtime.cluster import init_ray
 
@@ -115,4 +111,4 @@ def _make_sampler(config: APPOConfig, run: RunConfig) -> tuple[Sampler, float]:
     ray_start_s = init_ray(run.address, cpus)
     sampler = RaySampler(kwargs, config.num_env_runners, config.num_cpus_per_env_runner, run,
                          steps, config.max_queued_fragments)
-    return sampler, ray_start_s
+    return Fragments(sampler), ray_start_s

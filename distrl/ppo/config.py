@@ -184,15 +184,25 @@ class PPOConfig(PPOHyperparams):
         self._check_batch_is_filled_exactly()
 
     @property
+    def in_driver(self) -> bool:
+        """num_env_runners=0: one sampler in the driver's own process, and no Ray."""
+        return self.num_env_runners == 0
+
+    @property
+    def samplers(self) -> int:
+        """How many sample at once: each runner, or the driver's one sampler."""
+        return max(self.num_env_runners, 1)
+
+    @property
     def num_envs(self) -> int:
-        """Sub-envs over all runners (the driver's when num_env_runners=0)."""
-        return max(self.num_env_runners, 1) * self.num_envs_per_env_runner
+        """Sub-envs over all samplers."""
+        return self.samplers * self.num_envs_per_env_runner
 
     def _check_batch_is_filled_exactly(self) -> None:
         # Every env samples the same fragment, so a batch is always fragment x envs
         # samples: anything else would silently train on a batch of another size.
         envs, tbs, frag = self.num_envs, self.train_batch_size, self.rollout_fragment_length
-        counts = f"{max(self.num_env_runners, 1)} x {self.num_envs_per_env_runner}"
+        counts = f"{self.samplers} x {self.num_envs_per_env_runner}"
         if frag == "auto":
             if tbs % envs:  # ceil(tbs / envs) steps per env would overshoot the batch
                 lo, hi = tbs // envs * envs, (tbs // envs + 1) * envs

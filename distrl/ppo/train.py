@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -47,38 +47,75 @@ def train_ppo(config: PPOConfig | None = None, run: RunConfig | None = None, *,
     functions, called between iterations (distrl.Callbacks).
     """
     start = start_run("ppo", config or PPOConfig(), run or RunConfig())
+    return drive_on_policy(start, _make_rounds, _iteration, callbacks)
+
+
+class Samples(Protocol):
+    """Where an on-policy run's learner gets its samples: PPO's Rounds, APPO's Fragments,
+    over runners in the driver's process (num_env_runners=0) or on Ray."""
+
+    def spaces(self) -> tuple[Any, Any]:
+        """The env's spaces, from the runner in the driver's process."""
+
+    def restore(self, ckpt: Checkpoint) -> None:
+        """The samples a checkpoint holds (taken, not yet trained on) come first."""
+
+    def start(self, weights: Weights, version: int) -> None:
+        """The learner's first weights, before the first iteration."""
+
+    def hold(self) -> dict[str, dict[str, Any]] | None:
+        """Wait for the samples in flight (the runners are then idle, their states those
+        after them): the checkpoint component that holds them."""
+
+    def release(self) -> None:
+        """Sample on after a checkpoint."""
+
+    def get_states(self) -> list: ...
+
+    def set_states(self, states: list) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def drive_on_policy(start: Start, make_samples: Callable[[Any, RunConfig], tuple[Any, float]],
+                    iteration: Callable[..., dict[str, Any]],
+                    callbacks: Callbacks | None) -> dict[str, Any]:
+    """PPO's and APPO's one driver: the learner in the driver, its Samples from
+    ``make_samples(config, run)`` (with the seconds Ray took to start), each iteration
+    ``iteration(config, side, samples, progress, device)``; a checkpoint also holds the
+    samples in flight."""
     config, run = start.config, start.run
     device = learner_device(run.device)
     # With Ray runners, one env made here first: a bad env or env_config is then one line
     # from the driver, before any actor starts.
-    spaces = env_spaces(run.env, run.env_config) if config.num_env_runners else None
-    runners, ray_start_s = _make_runners(config, run)
-    rounds = Rounds(runners, config.overlap)
+    spaces = env_spaces(run.env, run.env_config) if not config.in_driver else None
+    samples, ray_start_s = make_samples(config, run)
     try:
-        obs_space, act_space = spaces or runners.runner.spaces()
+        obs_space, act_space = spaces or samples.spaces()
         side = LearnerSide.create(start, obs_space, act_space, device)
         model = side.learner.model
         progress = start.progress()
         if start.ckpt is not None:
-            restore_runners(start, runners)
-            rounds.pending = saved_pending(start.ckpt)
+            restore_runners(start, samples)
+            samples.restore(start.ckpt)
+        samples.start(side.learner.weights(), progress.iteration)
     except BaseException:
-        runners.close()
+        samples.close()
         raise
 
     def iterate() -> dict[str, Any]:
-        return _iteration(config, side, rounds, progress, device)
+        return iteration(config, side, samples, progress, device)
 
     def save() -> Path:
-        # The batch in flight is waited for and saved: its env steps are taken, and the
-        # runners' states follow it. A resume trains on it first.
-        pending = rounds.hold()
-        return save_run(start, progress,
-                        policy_files(model.state_dict(), obs_space, act_space, config.model),
-                        side.learner_state(), runners.get_states(), side.algo_state(),
-                        {"ppo": {"pending.pkl": {"rollouts": pending}}} if pending else None)
+        held = samples.hold()
+        try:
+            return save_run(start, progress,
+                            policy_files(model.state_dict(), obs_space, act_space, config.model),
+                            side.learner_state(), samples.get_states(), side.algo_state(), held)
+        finally:
+            samples.release()
 
-    return drive(start, Closures(progress, iterate, save, runners.close, lambda: model,
+    return drive(start, Closures(progress, iterate, save, samples.close, lambda: model,
                                  ray_start_s), callbacks)
 
 
@@ -102,12 +139,37 @@ class Rounds:
             self.runners.launch(weights, version, steps_per_env, reward_std)
         return batch
 
-    def hold(self) -> list[Rollout]:
-        """The batch sampled and not yet trained on, the one in flight waited for: the
-        runners are then idle, their states those after it."""
+    def spaces(self) -> tuple[Any, Any]:
+        return self.runners.runner.spaces()
+
+    def restore(self, ckpt: Checkpoint) -> None:
+        self.pending = saved_pending(ckpt)
+
+    def start(self, weights: Weights, version: int) -> None:
+        """Nothing to do: each round sends the weights it samples with."""
+
+    def hold(self) -> dict[str, dict[str, Any]] | None:
+        """The batch sampled and not yet trained on, the one in flight waited for (the
+        runners are then idle, their states those after it): a resume trains on it
+        first."""
         if self.runners.in_flight:
             self.pending = self.runners.collect()
-        return self.pending or []
+        return {"ppo": {"pending.pkl": {"rollouts": self.pending}}} if self.pending else None
+
+    def release(self) -> None:
+        """Nothing to do: the next round launches as it would have."""
+
+    def metrics(self) -> dict[str, float]:
+        return self.runners.metrics()
+
+    def get_states(self) -> list:
+        return self.runners.get_states()
+
+    def set_states(self, states: list) -> None:
+        self.runners.set_states(states)
+
+    def close(self) -> None:
+        self.runners.close()
 
 
 def _iteration(config: PPOConfig, side: LearnerSide, rounds: Rounds, p: Progress,
@@ -128,7 +190,7 @@ def _iteration(config: PPOConfig, side: LearnerSide, rounds: Rounds, p: Progress
         "time/sample_s": t1 - t0,
         "time/learn_s": t2 - t1,
         "env/steps_per_s": rollout.env_steps / (t2 - t0),
-        **rounds.runners.metrics(),
+        **rounds.metrics(),
         **learned,
         "learner/policy_lag": float(lag),
         "learner/lr": lr,
@@ -150,20 +212,21 @@ def runner_kwargs(config: PPOConfig, run: RunConfig) -> Callable[[int, int], dic
     return kwargs
 
 
-def _make_runners(config: PPOConfig, run: RunConfig):
+def _make_rounds(config: PPOConfig, run: RunConfig) -> tuple[Rounds, float]:
     kwargs = runner_kwargs(config, run)
-    if config.num_env_runners == 0:
+    if config.in_driver:
         # Overlap in process samples in a thread, as APPO's sampler does: the same lag
         # and checkpoints as on Ray, without Ray (it pays where stepping or the learner's
         # kernels release the GIL).
-        return LocalRunnerGroup(EnvRunner(**kwargs(0, 0)), threaded=config.overlap), 0.0
+        group = LocalRunnerGroup(EnvRunner(**kwargs(0, 0)), threaded=config.overlap)
+        return Rounds(group, config.overlap), 0.0
     from distrl.ppo.remote import RayRunnerGroup
     from distrl.runtime.cluster import init_ray
 
     cpus = config.num_env_runners * config.num_cpus_per_env_runner
     ray_start_s = init_ray(run.address, cpus)
     group = RayRunnerGroup(kwargs, config.num_env_runners, config.num_cpus_per_env_runner, run)
-    return group, ray_start_s
+    return Rounds(group, config.overlap), ray_start_s
 
 
 def saved_pending(ckpt: Checkpoint) -> list[Rollout] | None:
@@ -177,7 +240,7 @@ def saved_pending(ckpt: Checkpoint) -> list[Rollout] | None:
 def restore_runners(start: Start, runners) -> None:
     """The runners' states from the checkpoint, where it has one per runner (APPO's too)."""
     runner_states = start.ckpt.runner_states()
-    if len(runner_states) == max(start.config.num_env_runners, 1):
+    if len(runner_states) == start.config.samplers:
         runners.set_states(runner_states)
     else:
         print(f"distrl: resume: {len(runner_states)} saved runner states for a different "
