@@ -24,29 +24,60 @@ from distrl.store.policy_cache import FlatLayout, PolicySpec
 from distrl.store.remote import PolicyReader, wait
 
 
+@dataclass(frozen=True)
+class MatchSetup:
+    """What every MatchRunner of a run plays with."""
+
+    game: Any
+    """The game (RunConfig.env)."""
+    env_config: dict[str, Any]
+    """Its keyword arguments."""
+    num_envs: int
+    """Games a runner plays side by side."""
+    gamma: float
+    """Discount of the learning seats' returns."""
+    lambda_: float
+    """Their GAE lambda."""
+    max_cached_policies: int = 64
+    """Policies a runner keeps views of (LRU)."""
+    max_seq_len: int = 20
+    """Sequence length of recurrent policies' samples."""
+    critic_states: bool = False
+    """Learners with a state critic: every game node's critic state is recorded."""
+    others_reach: bool = False
+    """Magnet.counterfactual: each move's reach under the other players and chance."""
+    bots: tuple[str, ...] = ()
+    """Outside players by spec (mcts:N, module:callable) beside the random one."""
+
+    @classmethod
+    def of(cls, cfg: Any, run: Any) -> MatchSetup:
+        """A league run's (LeagueConfig, RunConfig)."""
+        return cls(run.env, run.env_config, cfg.num_envs, cfg.gamma, cfg.gae_lambda,
+                   cfg.max_cached_policies, cfg.model.max_seq_len, cfg.state_critic,
+                   cfg.magnet.counterfactual, cfg.rules.bots)
+
+
 class MatchRunner:
     """Plays matches on Ray: a MatchLoop whose seats act through PolicyReader views of
     this node's policy store (a new opponent costs the runner no copy), seated from
     mappings the driver's league drew; learning seats' samples go to their shard's
     replay actor."""
 
-    def __init__(self, game: Any, env_config: dict[str, Any], num_envs: int, seed: int,
-                 head: Any, mappings: list[dict[str, str]], gamma: float, lambda_: float,
-                 max_cached_policies: int = 64, max_seq_len: int = 20,
-                 critic_states: bool = False, others_reach: bool = False,
-                 bots: tuple[str, ...] = ()):
-        self.gamma, self.lambda_, self.max_cached = gamma, lambda_, max_cached_policies
-        self.reader = PolicyReader(head, max_cached_policies)
+    def __init__(self, setup: MatchSetup, seed: int, head: Any,
+                 mappings: list[dict[str, str]]):
+        self.setup = setup
+        self.reader = PolicyReader(head, setup.max_cached_policies)
         self.rng = np.random.default_rng(seed)
         self.generator = torch.Generator().manual_seed(seed)
         self.mappings, self.next = list(mappings), 0
-        envs = [make_multiagent_env(game, env_config) for _ in range(num_envs)]
+        envs = [make_multiagent_env(setup.game, setup.env_config)
+                for _ in range(setup.num_envs)]
         space = envs[0].action_space(envs[0].possible_agents[0])
         # Players that are not in the store: the random player (discrete games) and bots.
         n = int(space.n) if hasattr(space, "n") else None
-        self.outside = outside_players(n, bots, envs[0], seed)
-        self.loop = MatchLoop(envs, self._choose, seed, max_seq_len, critic_states,
-                              others_reach)
+        self.outside = outside_players(n, setup.bots, envs[0], seed)
+        self.loop = MatchLoop(envs, self._choose, seed, setup.max_seq_len,
+                              setup.critic_states, setup.others_reach)
 
     def _choose(self, env_index: int) -> dict[str, str]:
         """The next mapping the league drew; once they run out, one of them again at
@@ -65,8 +96,8 @@ class MatchRunner:
         seated = {s.policy_id for seats in self.loop.seats for s in seats.values()}
         self.reader.refresh(sorted(({p for m in mappings for p in m.values()} | seated)
                                    - set(self.outside)))
-        batch = self.loop.collect(self._policy, set(replays), min_samples, self.gamma,
-                                  self.lambda_, self.generator)
+        batch = self.loop.collect(self._policy, set(replays), min_samples, self.setup.gamma,
+                                  self.setup.lambda_, self.generator)
         ray.get([replays[pid].add.remote(pid, r) for pid, r in batch.rollouts.items()])
         return batch.results, batch.env_steps
 
@@ -76,7 +107,7 @@ class MatchRunner:
 
     def rehome(self, head: Any) -> None:
         """Read from a rebuilt policy store (the old one's views are dropped)."""
-        self.reader = PolicyReader(head, self.max_cached)
+        self.reader = PolicyReader(head, self.setup.max_cached_policies)
 
     def versions(self) -> dict[str, int]:
         """Version of each policy this runner acts with now."""
@@ -131,15 +162,11 @@ class RayWorkers:
 
     def _start_runners(self, run: Any) -> Supervisor:
         cfg = self.cfg
+        setup = MatchSetup.of(cfg, run)
 
         def kwargs(index: int, restart: int) -> dict[str, Any]:
-            return dict(game=run.env, env_config=run.env_config, num_envs=cfg.num_envs,
-                        seed=seed_for(run.seed, index, restart), head=self.learners.head,
-                        mappings=self._draw(cfg.num_envs, self.ids), gamma=cfg.gamma,
-                        lambda_=cfg.gae_lambda, max_cached_policies=cfg.max_cached_policies,
-                        max_seq_len=cfg.model.max_seq_len, bots=cfg.rules.bots,
-                        critic_states=cfg.state_critic,
-                        others_reach=cfg.magnet.counterfactual)
+            return dict(setup=setup, seed=seed_for(run.seed, index, restart),
+                        head=self.learners.head, mappings=self._draw(cfg.num_envs, self.ids))
 
         return Supervisor("match_runners", MatchRunner, kwargs, cfg.num_env_runners,
                           max_restarts=run.max_restarts, call_timeout_s=run.actor_timeout_s,

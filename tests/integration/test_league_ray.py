@@ -23,7 +23,7 @@ GAME = "pettingzoo:connect_four_v3"
 def test_runner_switches_mappings_at_next_reset_and_picks_up_new_versions(ray_local):
     from distrl.games.games import make_multiagent_env, policy_obs_space
     from distrl.league.learners import DistributedLearners
-    from distrl.league.remote import MatchRunner
+    from distrl.league.remote import MatchRunner, MatchSetup
 
     env = make_multiagent_env(GAME)
     obs_space = policy_obs_space(env.observation_space("player_0"))
@@ -34,7 +34,7 @@ def test_runner_switches_mappings_at_next_reset_and_picks_up_new_versions(ray_lo
     a_first = {"player_0": "a", "player_1": "random"}
     a_second = {"player_0": "random", "player_1": "a"}
     runner = ray.remote(num_cpus=0)(MatchRunner).remote(
-        GAME, {}, 4, 0, learners.head, [a_first], 0.99, 0.95, bots=("mcts:2",))
+        MatchSetup(GAME, {}, 4, 0.99, 0.95, bots=("mcts:2",)), 0, learners.head, [a_first])
     replay = learners.get("a")[1]
     try:
         results, _ = ray.get(runner.play.remote([a_first], {"a": replay}, 200))
