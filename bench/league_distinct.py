@@ -67,7 +67,7 @@ def ray_rates(distinct: int, matches: int, repeats: int) -> list[float]:
     import torch
 
     from distrl.games.games import make_multiagent_env, policy_obs_space
-    from distrl.league.remote import MatchRunner
+    from distrl.league.remote import MatchRunner, MatchSetup
     from distrl.models.config import ModelConfig
     from distrl.models.recurrent import actor_critic
     from distrl.store.policy_cache import PolicySpec, flatten_policy
@@ -83,8 +83,8 @@ def ray_rates(distinct: int, matches: int, repeats: int) -> list[float]:
     # The league's default cache (LeagueConfig.max_cached_policies): with MatchRunner's
     # own default of 64, 65 policies evicted each other and cost a store round trip each.
     runner = ray.remote(num_cpus=1)(MatchRunner).remote(
-        GAME, {}, GAMES, 0, head, [mapping(i, distinct) for i in range(GAMES)], 0.99, 0.95,
-        max_cached_policies=1024)
+        MatchSetup(GAME, {}, GAMES, 0.99, 0.95, max_cached_policies=1024), 0, head,
+        [mapping(i, distinct) for i in range(GAMES)])
 
     def measure(self: Any, n: int) -> float:
         self.reader.refresh(["A"] + [f"o{k}" for k in range(distinct)])

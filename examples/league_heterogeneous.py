@@ -31,7 +31,7 @@ import ray
 
 from distrl.league.config import LeagueConfig
 from distrl.league.learners import DistributedLearners
-from distrl.league.remote import MatchRunner
+from distrl.league.remote import MatchRunner, MatchSetup
 from distrl.models.actor_critic import ActorCritic
 from distrl.models.config import ModelConfig
 from distrl.runtime.cluster import actor_class, init_ray
@@ -107,9 +107,9 @@ def main(iterations: int, runners: int, num_envs: int, samples: int) -> list[dic
         return {"champion": "champion", "challenger": challenger}
 
     first = add_challenger(head, 1)
+    setup = MatchSetup(ChampionVsChallenger, {}, num_envs, config.gamma, config.gae_lambda)
     actors = [ray.remote(num_cpus=0.5)(actor_class(MatchRunner)).remote(
-        ChampionVsChallenger, {}, num_envs, 1000 * k, head, [mapping(first)],
-        config.gamma, config.gae_lambda) for k in range(runners)]
+        setup, 1000 * k, head, [mapping(first)]) for k in range(runners)]
     history = []
     try:
         for it in range(1, iterations + 1):

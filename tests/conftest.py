@@ -13,13 +13,23 @@ os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 def pytest_collection_modifyitems(items):
     """A test needing Ray says so (`ray`, or a fixture that starts one); `make test`
     runs everything not marked `slow`, `make test-slow` the rest. The costly ones go
-    first: two workers that end together waste no core on a long last test."""
+    first: two workers that end together waste no core on a long last test. Among the
+    Ray tests, those of one kind of cluster run together: a worker that went from the
+    shared cluster to a two-node one and back paid a Ray start (seconds) each time."""
     for item in items:
         if {"ray_local", "two_nodes"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.ray)
     items.sort(key=lambda item: (not item.get_closest_marker("long"),
                                  not item.get_closest_marker("slow"),
-                                 not item.get_closest_marker("ray")))
+                                 not item.get_closest_marker("ray"), _cluster(item)))
+
+
+def _cluster(item) -> int:
+    """0: the shared cluster (ray_local), or whatever Ray is up; 1: a two-node cluster;
+    2: the multi-node module's own."""
+    if item.get_closest_marker("multinode") and "two_nodes" not in item.fixturenames:
+        return 2
+    return 1 if "two_nodes" in getattr(item, "fixturenames", ()) else 0
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -190,12 +190,14 @@ def free_port() -> int:
 
 @pytest.mark.slow
 def test_a_run_shuts_down_the_ray_it_started_and_only_that(tmp_path):
-    train = ("train_ppo(PPOConfig(num_env_runners=1, num_envs_per_env_runner=2, "
-             "train_batch_size=64, minibatch_size=32, num_epochs=1), "
-             f"RunConfig(max_env_steps=64, logdir={str(tmp_path)!r}, progress=False))\n")
-    code = ("import ray\nfrom distrl import PPOConfig, RunConfig, train_ppo\n" + train
+    def train(name: str) -> str:
+        return ("train_ppo(PPOConfig(num_env_runners=1, num_envs_per_env_runner=2, "
+                "train_batch_size=64, minibatch_size=32, num_epochs=1), RunConfig("
+                f"max_env_steps=64, logdir={str(tmp_path / name)!r}, progress=False))\n")
+
+    code = ("import ray\nfrom distrl import PPOConfig, RunConfig, train_ppo\n" + train("a")
             + "assert not ray.is_initialized(), 'the run left its Ray up'\n"
-            + "ray.init(address='local', num_cpus=1, include_dashboard=False)\n" + train
+            + "ray.init(address='local', num_cpus=1, include_dashboard=False)\n" + train("b")
             + "assert ray.is_initialized(), 'the run shut down the caller\\'s Ray'\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300)
