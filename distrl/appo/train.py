@@ -58,6 +58,7 @@ class Fragments:
 
     def release(self) -> None:
         self.sampler.resume(self._held)
+        self._held = []
 
     def get_states(self) -> list:
         return self.sampler.get_states()
