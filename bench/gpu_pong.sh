@@ -55,6 +55,8 @@ import json
 import sys
 from pathlib import Path
 
+from distrl.envs.envpool_vec import ale_v5_differences
+
 out, runners, envs, device, target = sys.argv[1:]
 FRAME_SKIP = 4  # Pong-v5: each env step is 4 frames
 rows = [json.loads(line) for line in (Path(out) / "gpu_pong_metrics.jsonl").open()]
@@ -70,6 +72,8 @@ summary = {
     "episode_return_mean": final.get("env/episode_return_mean"),
     "seconds_to_return_18": reached[0] if reached else None,
     "stopped_by": final.get("stopped_by"),
+    # EnvPool's Pong is not ALE/Pong-v5: name the settings an ALE v5 score assumes.
+    "differs_from_ale_v5": ale_v5_differences("envpool:Pong-v5"),
 }
 (Path(out) / "gpu_pong_summary.json").write_text(json.dumps(summary, indent=1))
 print(json.dumps({k: v for k, v in summary.items() if k != "frames_per_s_per_iteration"}))

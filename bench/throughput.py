@@ -186,7 +186,10 @@ def main() -> None:
         print(json.dumps(trial), flush=True)
         rates[f"{system}_frames_per_s"] = trial["frames_per_s"]
     best = max((rate for name, rate in rates.items() if name.startswith("sampler")), default=0)
-    summary = {**rates, "envs": args.envs, "seconds": args.seconds}
+    from distrl.envs.envpool_vec import ale_v5_differences
+
+    summary = {**rates, "envs": args.envs, "seconds": args.seconds,
+               "differs_from_ale_v5": ale_v5_differences(ENV)}
     for name in rates:
         if ASYNC in name and name.replace(ASYNC, "") in rates:
             system = name.replace(ASYNC, "").removesuffix("_frames_per_s")

@@ -186,6 +186,13 @@ class AlphaZeroRun:
             out[f"eval/draw_rate_vs_{opponent}"] = float(draw)
         return out
 
+    def final_evaluation(self) -> dict[str, float]:
+        every = self.cfg.eval_interval
+        if not every or self.progress.iteration % every == 0:
+            return {}
+        self.evaluated = self.evaluate()
+        return self.evaluated
+
     def policy(self) -> torch.nn.Module:
         return self.model
 

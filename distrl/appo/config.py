@@ -36,13 +36,16 @@ class APPOConfig(PPOConfig):
     vtrace_clip_c: float = 1.0
     """V-trace's c-bar: the trace-cutting weight's clip."""
     vtrace_clip_pg_rho: float = 1.0
-    """The importance weight's clip in the policy-gradient advantage."""
-    clip_around: Literal["sampler", "learner"] = "sampler"
-    """The policy PPO's ratio (and KL) is taken against. "sampler": the policy that
-    sampled (RLlib's APPO): a trust region around the stale data, right for few epochs
-    per batch. "learner": the learner's own policy before the update, the lag left to
-    V-trace's weights (decoupled PPO, Hilton et al. 2021; IMPACT): for many epochs,
-    where a ratio to a sampler one update old is clipped at once (MuJoCo recipes)."""
+    """The importance weight's clip in the policy-gradient advantage (clip_around
+    "learner"; with "sampler" the surrogate's clipped ratio is the weight)."""
+    clip_around: Literal["learner", "sampler"] = "learner"
+    """The policy PPO's ratio (and KL) is taken against; either way the gradient on log
+    pi carries one importance weight. "learner": the learner's own policy before the
+    update, the lag left to V-trace's weight min(vtrace_clip_pg_rho, pi / mu) in the
+    advantage, so the first step's is IMPALA's (RLlib's APPO with its target network
+    refreshed every batch; decoupled PPO, Hilton et al. 2021). "sampler": the policy that
+    sampled; the ratio pi / mu is the weight, clipped to 1 +- clip_param, and the
+    advantage carries none: a trust region around the stale data."""
     broadcast_interval: int = 1
     """Learner updates between weight broadcasts to the env runners."""
     max_queued_fragments: int = 2

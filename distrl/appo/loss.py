@@ -1,10 +1,14 @@
 """APPO's maths: a train batch from lagging fragments. The learner's own weights value
 every sampled step and re-score its action; V-trace (core.returns.vtrace) turns the
 importance ratios into off-policy value targets and policy-gradient advantages; PPO's
-clipped surrogate (ppo.loss.ppo_update) then trains on them, its ratio taken against
-the sampling policy (RLlib's APPO) or, with clip_around="learner", the learner's own
-policy before the update (decoupled PPO). Reward scaling is the learner's too: runners send
-raw rewards, so a lagging runner never scales with statistics older than the learner's.
+clipped surrogate (ppo.loss.ppo_update) then trains on them. The gradient on log pi
+carries one importance weight: with clip_around="learner" (the default) the advantage
+carries IMPALA's min(rho_bar, pi / mu) and the surrogate's ratio is to the learner's own
+policy before the update (1 at its first step: RLlib's APPO with its target network
+refreshed every batch, decoupled PPO); with "sampler" the ratio pi / mu is the weight,
+clipped by PPO, and the advantage carries none. Reward scaling is the learner's too:
+runners send raw rewards, so a lagging runner never scales with statistics older than
+the learner's.
 """
 
 from __future__ import annotations
@@ -48,11 +52,14 @@ def vtrace_rollout(model: torch.nn.Module, frag: Fragment, cfg: APPOConfig,
     scaled by ``reward_std`` with normalize_rewards)."""
     view = learner_view(model, frag, device)
     rewards = scale_rewards(frag.rewards, reward_std) if cfg.normalize_rewards else frag.rewards
+    learner = cfg.clip_around == "learner"
+    # One importance weight on log pi: V-trace's in the advantage, or the ratio's to mu.
     targets, advantages = vtrace(
         rewards, view.values, frag.terminated, frag.truncated, view.logp - frag.logp,
-        cfg.gamma, cfg.lambda_, cfg.vtrace_clip_rho, cfg.vtrace_clip_c, cfg.vtrace_clip_pg_rho)
+        cfg.gamma, cfg.lambda_, cfg.vtrace_clip_rho, cfg.vtrace_clip_c,
+        cfg.vtrace_clip_pg_rho if learner else None)
     v = frag.valid
-    base = view if cfg.clip_around == "learner" else frag  # the surrogate's denominator
+    base = view if learner else frag  # the surrogate's denominator
     return Rollout(obs=frag.obs[v], actions=frag.actions[v],
                    logp=base.logp[v].astype(np.float32),
                    dist_inputs=base.dist_inputs[v], values=view.values[:-1][v],

@@ -102,7 +102,8 @@ def duration(seconds: float) -> str:
 
 def headline(result: dict[str, Any], game: bool) -> str:
     """What a run achieved, for its final line: a game run's win rates (and NashConv)
-    from its last evaluation, anything else's mean training return."""
+    from its last evaluation, anything else's last evaluation return (when evaluation
+    is on) and mean training return."""
     rates = [f"{_label(k)} {v:.3f}" for k, v in sorted(result.items())
              if is_game_metric(k) and "win_rate" in k]
     nash = [f"{_label(k)} {v:.4f}" for k, v in sorted(result.items())
@@ -112,8 +113,12 @@ def headline(result: dict[str, Any], game: bool) -> str:
     if parts:
         return "; ".join(parts)
     if game:
-        return "no evaluation yet (raise the budget or lower the evaluation interval)"
-    return f"mean return {result.get('env/episode_return_mean', math.nan):.1f}"
+        return "no evaluation (it was interrupted, or evaluation is off)"
+    training = f"mean return {result.get('env/episode_return_mean', math.nan):.1f}"
+    if "eval/episode_return_mean" not in result:
+        return training
+    return (f"eval return {result['eval/episode_return_mean']:.1f} over "
+            f"{result['eval/episodes']} episodes (training's {training})")
 
 
 def _label(key: str) -> str:

@@ -201,6 +201,11 @@ class Driven(Protocol):
     def should_stop(self, metrics: dict[str, Any]) -> str | None:
         """A reason of the algorithm's own to stop now (None: go on)."""
 
+    def final_evaluation(self) -> dict[str, Any]:
+        """The algorithm's own evaluation (a league's matches, AlphaZero's games) when
+        its last iteration had none, so that a run shorter than its evaluation interval
+        ends with a verdict too; {} when it had one or the run evaluates nothing."""
+
 
 @dataclasses.dataclass
 class Closures:
@@ -213,6 +218,7 @@ class Closures:
     policy: Callable[[], Any]
     ray_start_s: float = 0.0
     should_stop: Callable[[dict[str, Any]], str | None] = lambda metrics: None
+    final_evaluation: Callable[[], dict[str, Any]] = lambda: {}
 
 
 def drive(start: Start, run: Driven, callbacks: Callbacks | None = None) -> dict[str, Any]:
@@ -222,6 +228,9 @@ def drive(start: Start, run: Driven, callbacks: Callbacks | None = None) -> dict
 
     Every run.evaluation_interval iterations, ``policy()`` (the current network) plays
     run.evaluation_duration episodes on envs of its own in this process (eval/ metrics).
+    A run whose last iteration was not evaluated is evaluated once more at its end (the
+    algorithm's own evaluation too, ``final_evaluation()``), logged as the last row, so
+    every run ends with a verdict; not after Ctrl-C, which asks to stop now.
 
     Ctrl-C ends the loop after the iteration in progress, then checkpoints, so the
     checkpoint always holds a completed iteration; a second Ctrl-C aborts at once. A run
@@ -251,6 +260,7 @@ def drive(start: Start, run: Driven, callbacks: Callbacks | None = None) -> dict
         metrics, stopped_by = _loop(start.run, progress, logger,
                                     _named(start, progress, run.iterate), save_once,
                                     run.policy, run.should_stop, hooks)
+        metrics = _end_evaluated(start.run, progress, logger, metrics, stopped_by, run)
         checkpoint = hooks.checkpoint(save_once())
     except Exception:
         if progress.iteration > saved_at[0]:
@@ -326,6 +336,25 @@ def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
                 stopped_by = reason
                 break
     return metrics, stopped_by
+
+
+def _end_evaluated(run: RunConfig, progress: Progress, logger: MetricsLogger,
+                   metrics: dict[str, Any], stopped_by: str, driven: Driven
+                   ) -> dict[str, Any]:
+    """The last metrics with the run's final evaluation, logged as a row of its own at
+    the last iteration: episodes of ``policy()`` when evaluation is on and the last
+    iteration had none, and the algorithm's ``final_evaluation()``."""
+    if stopped_by == "interrupted":
+        return metrics
+    every = run.evaluation_interval
+    final = (evaluation_metrics(driven.policy(), run)
+             if every and progress.iteration % every else {})
+    final.update(driven.final_evaluation())
+    if not final:
+        return metrics
+    logger.log({"iteration": progress.iteration, "env/steps_total": progress.env_steps,
+                "time/total_s": progress.time_s, **final, "final_evaluation": True})
+    return {**metrics, **final}
 
 
 def save_run(start: Start, progress: Progress, policy: dict[str, Any],

@@ -51,7 +51,8 @@ class MetricsLogger:
         self.jsonl.flush()
         step = int(metrics.get("env/steps_total", metrics.get("iteration", 0)))
         scalars = {key: value for key, value in metrics.items()
-                   if isinstance(value, int | float) and key != "iteration"}
+                   if isinstance(value, int | float) and not isinstance(value, bool)
+                   and key != "iteration"}
         for key, value in scalars.items():
             self.tb.add_scalar(key, value, step)
         if self.wandb is not None:

@@ -91,7 +91,7 @@ def vtrace(
     lambda_: float = 1.0,
     clip_rho: float = 1.0,
     clip_c: float = 1.0,
-    clip_pg_rho: float = 1.0,
+    clip_pg_rho: float | None = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """V-trace (Espeholt et al. 2018, arXiv 1802.01561, eq. 1 and the remark on lambda):
     off-policy value targets for a fragment that a lagging policy mu sampled.
@@ -101,8 +101,9 @@ def vtrace(
     ``c_s = lambda min(clip_c, ratio)``; an episode's end cuts the trace (a truncation
     bootstraps from V of its final obs, a termination from 0). Returns
     ``(value_targets v_s [T, N], pg_advantages [T, N])`` with the policy-gradient
-    advantage ``min(clip_pg_rho, ratio) (r_s + gamma v_{s+1} - V(x_s))``. On-policy
-    (ratio 1, clips >= 1) the targets are GAE(lambda)'s.
+    advantage ``min(clip_pg_rho, ratio) (r_s + gamma v_{s+1} - V(x_s))``, without the
+    weight for ``clip_pg_rho=None`` (a loss whose ratio to mu is the importance weight
+    already). On-policy (ratio 1, clips >= 1) the targets are GAE(lambda)'s.
     """
     T = rewards.shape[0]
     ratio = np.exp(log_ratios)
@@ -121,6 +122,7 @@ def vtrace(
     # truncation (a termination is zeroed by not_term) and at the fragment's end.
     next_correction = np.concatenate([correction[1:], np.zeros_like(correction[:1])])
     next_targets = values[1:] + not_done * next_correction
-    advantages = np.minimum(clip_pg_rho, ratio) * (
-        rewards + gamma * not_term * next_targets - values[:-1])
+    advantages = rewards + gamma * not_term * next_targets - values[:-1]
+    if clip_pg_rho is not None:
+        advantages = np.minimum(clip_pg_rho, ratio) * advantages
     return targets, advantages

@@ -5,7 +5,7 @@ learner trains on its own moves with the shared PPO update (LeagueTrainer); fini
 games fill the payoff table; learners that qualify are frozen as snapshots (and
 exploiters reset); every league_eval_interval iterations the main agents play evaluation
 games against a uniformly random player (and the league's members), the only source of
-win rates and Elo.
+win rates and Elo, and once more at the end when the last iteration had none.
 
 LeagueRun decides; its workers play and learn: LocalWorkers in this process
 (num_env_runners=0), or league.remote.RayWorkers (Ray env runners reading the policy
@@ -162,6 +162,15 @@ class LeagueRun:
             metrics.update(self.evaluated)
         return metrics
 
+    def final_evaluation(self) -> dict[str, float]:
+        """Off the record: Elo and the average policies move only at the scheduled
+        evaluations, so a run stopped and resumed equals one that never stopped."""
+        every = self.config.league_eval_interval
+        if not every or self.progress.iteration % every == 0:
+            return {}
+        self.evaluated = self.evaluate(record=False)
+        return self.evaluated
+
     def _snapshots(self) -> dict[str, Any]:
         """Freeze qualifying learners (a copy of the weights), reset exploiters."""
         taken = []
@@ -176,11 +185,12 @@ class LeagueRun:
                 self.workers.reset(pid)
         return {"league/snapshots_taken": len(taken)}
 
-    def evaluate(self) -> dict[str, float]:
+    def evaluate(self, record: bool = True) -> dict[str, float]:
         """Each main agent plays league_eval_games greedy games against the random
         player and league_eval_member_games against every other learner and its own
-        newest snapshot, half in each seat; the results move the Elo ratings. On
-        OpenSpiel games also its exact NashConv (of its sampling policy)."""
+        newest snapshot, half in each seat; the results move the Elo ratings (when
+        ``record``). On OpenSpiel games also its exact NashConv (of its sampling
+        policy)."""
         out: dict[str, float] = {}
         policies, run = self.workers.acting(), self.start.run
         openings = self.config.league_eval_random_opening_moves
@@ -189,31 +199,32 @@ class LeagueRun:
                 results = play_matches(run.env, run.env_config, policies,
                                        {pid, opponent} - {RANDOM}, pid, opponent, games,
                                        opening_moves=openings)
-                for r in results:
+                for r in results if record else ():
                     self.league.elo.update(pid, opponent, outcome(r, pid, opponent))
                 rates = win_draw_loss(results, pid, opponent)
                 out[f"league/win_rate/{pid}_vs_{opponent}"] = rates[0]
                 out[f"league/draw_rate/{pid}_vs_{opponent}"] = rates[1]
                 out[f"league/distinct_games/{pid}_vs_{opponent}"] = len(
                     {r.history for r in results})
-            out.update(self._nash_conv(pid, policies[pid]))
+            out.update(self._nash_conv(pid, policies[pid], record))
         out.update({f"league/elo/{p}": r for p, r in self.league.elo.ratings.items()})
         return out
 
-    def _nash_conv(self, pid: str, policy: Any) -> dict[str, float]:
+    def _nash_conv(self, pid: str, policy: Any, record: bool) -> dict[str, float]:
         """On OpenSpiel games: the policy's exact NashConv, and its average's over the
-        last league_eval_average_window evaluations when that is on."""
+        last league_eval_average_window evaluations when that is on (this one among
+        them when ``record``)."""
         game, window = self.nash_game, self.config.league_eval_average_window
         table = None if game is None else policy_table(game, policy)
         if table is None:
             return {}
         out = {f"league/nash_conv/{pid}": table_nash_conv(game, table)}
-        if window:
+        if window and record:
             if pid not in self.averages:  # built once: it walks the game's tree
                 self.averages[pid] = AveragePolicy(game, window)
-            average = self.averages[pid]
-            average.add(table)
-            out[f"league/nash_conv_avg/{pid}"] = average.nash_conv()
+            self.averages[pid].add(table)
+        if pid in self.averages:  # the average the checkpoint saves
+            out[f"league/nash_conv_avg/{pid}"] = self.averages[pid].nash_conv()
         return out
 
     @functools.cached_property

@@ -92,8 +92,12 @@ def test_the_final_line_names_what_the_run_achieved():
                                          "0.3000, main_0 (average) 0.1000")
     az = {"eval/win_rate_vs_random": 1.0, "eval/win_rate_vs_mcts:200": 0.25}
     assert headline(az, game=True) == "win rate vs mcts:200 0.250, vs random 1.000"
-    assert "no evaluation yet" in headline({"env/episode_return_mean": 0.0}, game=True)
+    assert "no evaluation" in headline({"env/episode_return_mean": 0.0}, game=True)
     assert headline({"env/episode_return_mean": 475.0}, game=False) == "mean return 475.0"
+    evaluated = {"env/episode_return_mean": 475.0, "eval/episode_return_mean": 500.0,
+                 "eval/episodes": 10}
+    assert headline(evaluated, game=False) == ("eval return 500.0 over 10 episodes "
+                                               "(training's mean return 475.0)")
 
 
 def _cli(args, cwd):

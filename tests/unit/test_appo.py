@@ -14,6 +14,7 @@ from distrl.core.returns import gae, vtrace
 from distrl.models.config import ModelConfig
 from distrl.models.recurrent import actor_critic
 from distrl.ppo.env_runner import EnvRunner
+from distrl.ppo.loss import clipped_surrogate
 from distrl.store.policy_cache import FlatLayout, flatten_arrays
 
 
@@ -41,9 +42,10 @@ def test_learner_view_rescores_the_fragment_with_the_learners_weights():
 def test_a_lagging_batch_is_clipped_around_the_chosen_policy_with_vtrace_advantages(
         clip_around):
     """Sampled by other weights: the surrogate's denominator and KL base are the
-    sampler's policy or the learner's own before the update, as chosen; the advantages
-    are V-trace's from the learner-over-sampler ratios either way (checked against
-    core.returns.vtrace directly)."""
+    sampler's policy or the learner's own before the update, as chosen; the targets
+    and advantages are V-trace's from the learner-over-sampler ratios either way, the
+    advantage unweighted when the surrogate's ratio to the sampler is the weight
+    (checked against core.returns.vtrace directly)."""
     r = runner(seed=5)
     frag = r.fragment(30)
     torch.manual_seed(1)
@@ -59,7 +61,8 @@ def test_a_lagging_batch_is_clipped_around_the_chosen_policy_with_vtrace_advanta
     np.testing.assert_allclose(rollout.logp, base.logp[v], rtol=1e-6)
     np.testing.assert_allclose(rollout.dist_inputs, base.dist_inputs[v], rtol=1e-6)
     targets, adv = vtrace(frag.rewards, view.values, frag.terminated, frag.truncated,
-                          view.logp - frag.logp, 0.99, 0.9)
+                          view.logp - frag.logp, 0.99, 0.9,
+                          clip_pg_rho=1.0 if clip_around == "learner" else None)
     np.testing.assert_allclose(rollout.advantages, adv[v], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(rollout.value_targets, targets[v], rtol=1e-4, atol=1e-5)
 
@@ -158,3 +161,45 @@ def test_a_runner_error_reaches_the_learner():
     with pytest.raises(ValueError, match="env exploded"):
         sampler.take(1)
     sampler.close()
+
+
+RHOS = np.array([0.25, 0.5, 1.0, 1.5, 3.0])
+
+
+def _weights_on_log_pi(clip_around: str) -> np.ndarray:
+    """The gradient of APPO's surrogate on log pi(a|x) at the update's first step, per
+    unit of the TD error, for one-step episodes sampled with pi / mu = RHOS (hand-set
+    sampler log-probs): the importance weight the loss applies."""
+    r = runner(seed=2, num_envs=len(RHOS))
+    frag = r.fragment(1)
+    frag.valid[:], frag.terminated[:], frag.truncated[:] = True, True, False
+    frag.rewards[:] = 1.0
+    view = learner_view(r.model, frag, torch.device("cpu"))
+    frag.logp = (view.logp - np.log(RHOS)).astype(np.float32)
+    cfg = APPOConfig(num_env_runners=0, num_envs_per_env_runner=len(RHOS),
+                     train_batch_size=len(RHOS), minibatch_size=len(RHOS),
+                     rollout_fragment_length=1, advantage_normalization="none",
+                     clip_around=clip_around)
+    batch, _ = train_batch(r.model, [frag], cfg, torch.device("cpu"))
+    logp = torch.tensor(view.logp[0], requires_grad=True)
+    surrogate, _ = clipped_surrogate(logp, batch, cfg.clip_param)
+    surrogate.sum().backward()
+    td_error = 1.0 - view.values[0]  # r - V(x): every episode ends at its step
+    return logp.grad.numpy() / td_error
+
+
+def test_the_default_loss_weights_log_pi_once_as_impala():
+    """IMPALA's policy gradient weighs grad log pi by min(rho_bar, rho); V-trace's
+    advantage carries that weight, so a surrogate whose ratio is pi / mu again would
+    apply rho * min(rho_bar, rho) (0.25 at rho 0.5; 0 at rho 1.5 once clipped)."""
+    assert APPOConfig().clip_around == "learner"
+    np.testing.assert_allclose(_weights_on_log_pi("learner"), np.minimum(1.0, RHOS),
+                               rtol=1e-4)
+
+
+def test_the_sampler_clipped_loss_weights_log_pi_by_its_clipped_ratio_alone():
+    """clip_around="sampler": the ratio pi / mu is the one weight; PPO's clip zeroes it
+    outside 1 +- clip_param (a positive advantage here: above 1 + clip_param)."""
+    clip = APPOConfig().clip_param
+    want = np.where(1 + clip >= RHOS, RHOS, 0.0)
+    np.testing.assert_allclose(_weights_on_log_pi("sampler"), want, rtol=1e-4)

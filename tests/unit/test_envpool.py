@@ -13,7 +13,7 @@ pytest.importorskip("envpool")
 from distrl import ApexConfig, ModelConfig, PPOConfig, RunConfig, train_apex, train_ppo
 from distrl.apex.roles import ApexActor
 from distrl.core.sampling import DoubleBuffered, EnvLoop, make_loop
-from distrl.envs.envpool_vec import EnvPoolVector
+from distrl.envs.envpool_vec import ALE_V5, EnvPoolVector, ale_v5_differences
 from distrl.envs.make import make_vec_env
 from distrl.ppo.env_runner import EnvRunner
 from tests.unit.test_recurrent import assert_replays
@@ -216,3 +216,47 @@ def test_making_a_pool_says_nothing_of_its_float64_bounds():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # gymnasium's "precision lowered" would raise here
         EnvPoolVector("envpool:CartPole-v1", 2).close()
+
+
+def _flags(env, limit, steps):
+    """(terminated, truncated, episode length) of env 0 at each of ``steps`` steps of
+    action 0 from reset(seed=0), the episode truncated after ``limit`` steps."""
+    vec = make_vec_env(env, 2, max_episode_steps=limit, clip_rewards=False)
+    vec.reset(seed=0)
+    out = []
+    for _ in range(steps):
+        _, _, term, trunc, info = vec.step(np.zeros(2, np.int64))
+        out.append((bool(term[0]), bool(trunc[0]), int(info["episode"]["l"][0])
+                    if "episode" in info else None))
+    vec.close()
+    return out
+
+
+@pytest.mark.parametrize("env", ["envpool:CartPole-v1", "CartPole-v1"])
+def test_a_terminal_last_allowed_step_is_terminated_through_envpool_as_gymnasium(env):
+    """EnvPool calls an episode that terminates on its last allowed step truncated; its
+    return would then bootstrap from a terminal state. Both paths must say terminated
+    (and truncated, as gymnasium's TimeLimit), and reset at the next step."""
+    free = _flags(env, 500, 30)
+    end = next(t for t, (term, _, _) in enumerate(free) if term) + 1  # its length
+    at_limit = _flags(env, end, end + 2)
+    assert at_limit[end - 1][:2] == (True, True)
+    assert at_limit[:end - 1] == free[:end - 1]  # nothing else changed before it
+    assert not any(at_limit[end][:2])  # the reset step
+    cut = _flags(env, end - 1, end + 2)
+    assert cut[end - 2][:2] == (False, True)  # truncated one step before it would end
+    assert not any(cut[end - 1][:2]) and not any(cut[end][:2])  # reset, then a new episode
+
+
+def test_envpool_atari_names_where_it_differs_from_ale_v5_and_can_match_it():
+    assert set(ale_v5_differences("envpool:Pong-v5")) == {
+        "repeat_action_probability", "use_fire_reset", "noop_max"}
+    assert ale_v5_differences("envpool:Pong-v5")["repeat_action_probability"] == {
+        "envpool": 0.0, "ale_v5": 0.25}
+    assert ale_v5_differences("envpool:Pong-v5", ALE_V5) == {}
+    assert ale_v5_differences("envpool:CartPole-v1") == {}  # no Atari settings
+    vec = make_vec_env("envpool:Pong-v5", 2, env_config=ALE_V5)
+    assert vec.pool.config["repeat_action_probability"] == 0.25
+    vec.close()
+    with pytest.raises(ValueError, match="noop_max must be >= 1"):
+        make_vec_env("envpool:Pong-v5", 2, env_config={"noop_max": 0})
