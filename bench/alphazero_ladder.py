@@ -4,8 +4,12 @@ seconds (no early stop), then play it, as the bare greedy network and inside PUC
 ``--opening-moves`` moves of each game random, counted as distinct_games) against:
 the random player; the one-ply win/block bot (random other moves); OpenSpiel's MCTS with
 200 and 1,000 simulations (one random rollout a leaf); alpha-beta to depth 5 with a
-win/block/centre heuristic (bench/board_bots.py). Then a tic-tac-toe check: a short
-AlphaZero run on tic-tac-toe (``--ttt-train-s``) searching as above plays 100 games
+win/block/centre heuristic (bench/board_bots.py). Games are paired (each random opening
+played once from each seat) and both searchers start every move afresh, as OpenSpiel's
+MCTSBot does (``--search-reuse`` lets distrl's keep the last move's subtree, its visits
+then beyond ``--search``); each rung reports Wilson's 95% interval of its win rate
+(``ci95_low_<rung>``, ``ci95_high_<rung>``) and its distinct games. Then a tic-tac-toe
+check: a short AlphaZero run on tic-tac-toe (``--ttt-train-s``) searching as above plays 100 games
 against a perfect minimax player, 50 per seat (the first move random), and should lose
 none.
 
@@ -20,8 +24,9 @@ the run's snapshots/ (200, about every 5 minutes here), for an Elo over training
 ``--ttt-train-s 0`` skips the tic-tac-toe check; ``--set`` replaces a field of the tuned
 AlphaZeroConfig (as bench/league_connect4_mcts.py). Runs go to bench/out/runs/. One JSON
 line per rung as it ends; the last line holds every rate as
-``win_rate_<net|search200>_vs_<random|oneply|mcts200|mcts1000|alphabeta5>`` (the mean
-over seeds; ``per_seed`` lists each), the draw and loss rates alike, the win rate as the
+``win_rate_<net|search200>_vs_<random|oneply|mcts200|mcts1000|alphabeta5>`` (the median
+over seeds, with every seed on every rung; ``per_seed`` lists each), the draw and loss
+rates alike, the win rate as the
 first and as the second mover (``first_seat_win_rate_...``, ``second_seat_...``), and
 ``ttt_losses_vs_perfect``. ``--only search200_vs_mcts1000 ...`` plays those rungs alone.
 """
@@ -31,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -45,7 +51,7 @@ TTT_GAMES = 100
 
 
 def rung(checkpoint: str, opponent: str, games: int, seed: int, opening_moves: int,
-         search: int) -> dict[str, Any]:
+         search: int, reuse: bool = False) -> dict[str, Any]:
     """One rung: the library's evaluation of a game run against an opponent spec."""
     import board_bots
 
@@ -54,7 +60,8 @@ def rung(checkpoint: str, opponent: str, games: int, seed: int, opening_moves: i
     board_bots.seed(seed)  # the bots' own random moves repeat with the seed
     t = time.perf_counter()
     r = evaluate_league(checkpoint, "main_0", opponent, games, seed,
-                        opening_moves=opening_moves, nash_conv_max_states=0, search=search)
+                        opening_moves=opening_moves, nash_conv_max_states=0, search=search,
+                        search_reuse=reuse)
     r["eval_s"] = round(time.perf_counter() - t, 1)
     print(json.dumps(r), flush=True)
     return r
@@ -74,9 +81,11 @@ def ladder(checkpoint: str, args: argparse.Namespace, seed: int) -> dict[str, An
         games = sorted((g for g in games if g[0] in args.only), key=lambda g: args.only.index(g[0]))
     out: dict[str, Any] = {}
     for game, search, spec in games:
-        r = rung(checkpoint, spec, args.games, seed, args.opening_moves, search)
+        r = rung(checkpoint, spec, args.games, seed, args.opening_moves, search,
+                 args.search_reuse)
         for key in ("win_rate", "draw_rate", "loss_rate", "distinct_games"):
             out[f"{key}_{game}"] = r[key]
+        out[f"ci95_low_{game}"], out[f"ci95_high_{game}"] = r["win_rate_ci95"]
         for order, rate in zip(("first", "second"), r["win_rate_by_seat"].values(), strict=True):
             out[f"{order}_seat_win_rate_{game}"] = rate
     return out
@@ -99,15 +108,17 @@ def ttt_check(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     result = train_alphazero(config, RunConfig(env=TTT_ENV, seed=seed, max_env_steps=10**9,
                                                max_time_s=args.ttt_train_s,
                                                logdir=str(logdir), progress=False))
-    r = rung(result["checkpoint"], "board_bots:perfect", TTT_GAMES, seed, 1, args.search)
+    r = rung(result["checkpoint"], "board_bots:perfect", TTT_GAMES, seed, 1, args.search,
+             args.search_reuse)
     return {"ttt_losses_vs_perfect": round(r["loss_rate"] * r["games"]),
             "ttt_draw_rate_vs_perfect": r["draw_rate"],
             "ttt_distinct_games": r["distinct_games"], "ttt_env_steps": result["env/steps_total"]}
 
 
-def mean(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def median(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's median over the seeds (every seed plays every rung)."""
     keys = [k for k in rows[0] if isinstance(rows[0][k], (int, float))]
-    return {k: round(sum(r[k] for r in rows) / len(rows), 4) for k in keys}
+    return {k: round(statistics.median(r[k] for r in rows), 4) for k in keys}
 
 
 def main() -> None:
@@ -117,6 +128,8 @@ def main() -> None:
     ap.add_argument("--games", type=int, default=200, help="per rung, half in each seat")
     ap.add_argument("--search", type=int, default=200, help="simulations a searched move")
     ap.add_argument("--opening-moves", type=int, default=2, help="random first moves")
+    ap.add_argument("--search-reuse", action="store_true",
+                    help="distrl's search keeps the last move's subtree (OpenSpiel's does not)")
     ap.add_argument("--ttt-train-s", type=float, default=120.0, help="0: no tic-tac-toe check")
     ap.add_argument("--skip-train", metavar="RUN", help="ladder this saved run instead")
     ap.add_argument("--snapshot-every", type=int, default=200, metavar="N",
@@ -140,8 +153,9 @@ def main() -> None:
         if args.ttt_train_s > 0:
             row.update(ttt_check(args, seed))
         rows.append(row)
-    print(json.dumps({**mean(rows), "seeds": seeds, "search": args.search,
+    print(json.dumps({**median(rows), "seeds": seeds, "search": args.search,
                       "games": args.games, "opening_moves": args.opening_moves,
+                      "paired_openings": True, "search_reuse": args.search_reuse,
                       "overrides": args.set, "per_seed": rows}))
 
 

@@ -265,14 +265,17 @@ TUNED_APEX: dict[str, Tuned] = {
 TUNED_APPO: dict[str, Tuned] = {
     # PPO's tuned CartPole recipe with 4 epochs and one fragment queued: the learner
     # bounds the pace on 2 cores, so a deeper queue adds lag and no throughput, and with
-    # a lag of one update PPO's learning rate holds. Seeds 0-4 reached 475 within
-    # 75k-135k env steps (4.8-10.2 s, in process and on 2 Ray runners); two fragments
-    # queued and half the learning rate took 94k-154k (lag 2).
+    # a lag of one update PPO's learning rate holds. The ratio clipped around the
+    # sampler's policy (its clipped ratio the one importance weight): on 2 Ray runners,
+    # seeds 0-4, 475 took 83k-240k env steps (2.5-6.5 s) against 146k-215k (4.5-8.6 s)
+    # with the default clip around the learner's; lambda 0.95 (PPO's) with 4 or 6 epochs
+    # took 109k-281k.
     "cartpole": Tuned(
         env="CartPole-v1",
         config=APPOConfig(
             train_batch_size=1024, minibatch_size=512, num_epochs=4,
             lr_schedule=((0, 4e-3), (200_000, 4e-4)), max_queued_fragments=1,
+            clip_around="sampler",
         ),
         num_envs=32, stop_return=475.0, env_step_budget=200_000,
     ),

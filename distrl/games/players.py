@@ -113,10 +113,12 @@ class SearchPlayer:
 
 
 def searched(policy: Any, env: Any, simulations: int, temperature: float = 0.0,
-             seed: int = 0, name: str = "search", c: float = PUCT_C) -> SearchPlayer:
-    """``policy`` searching ``simulations`` times a move in games like ``env``; a one-line
-    ValueError where it cannot: a game search does not cover (chance, hidden information,
-    more than two players, no OpenSpiel state), or a policy without a value head."""
+             seed: int = 0, name: str = "search", c: float = PUCT_C,
+             reuse: bool = True) -> SearchPlayer:
+    """``policy`` searching ``simulations`` times a move in games like ``env`` (``reuse``:
+    from the subtree the last move left, SearchPlayer); a one-line ValueError where it
+    cannot: a game search does not cover (chance, hidden information, more than two
+    players, no OpenSpiel state), or a policy without a value head."""
     if isinstance(policy, TablePolicy) or getattr(policy, "bot", False):
         raise ValueError(f"{name} cannot search: it is a table or a bot, not a network "
                          "with a value head.")
@@ -125,7 +127,7 @@ def searched(policy: Any, env: Any, simulations: int, temperature: float = 0.0,
                          "histories; play it without search.")
     game = search_game(env)  # resets env
     env.observe_states([game.new_initial_state()])  # a twin without its observation: refused
-    return SearchPlayer(policy, simulations, temperature, seed, name, c)
+    return SearchPlayer(policy, simulations, temperature, seed, name, c, reuse=reuse)
 
 
 def exploration(ckpt: Checkpoint) -> float:

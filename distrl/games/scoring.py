@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,9 @@ def play_matches(game: Any, env_config: dict[str, Any], policies: Any, greedy: s
     short ones). Policies in ``greedy`` act greedily; seeds are fixed, so evaluations
     are comparable. The first ``opening_moves`` moves of every game are uniformly random
     legal ones (RandomOpening), so that greedy play against a deterministic bot is not
-    the same game again and again; each result's ``history`` tells the games apart."""
+    the same game again and again; each result's ``history`` tells the games apart.
+    Openings are paired: the k-th game of each seat opens with the same random moves, so
+    every opening is played once from each side and its luck cancels."""
     if games <= 0:
         raise ValueError(f"`games` ({games}) must be > 0.")
     if opening_moves < 0:
@@ -60,7 +63,7 @@ def play_matches(game: Any, env_config: dict[str, Any], policies: Any, greedy: s
         mapping = {a: pid if k == seat else opponent for k, a in enumerate(agents)}
         generator = torch.Generator().manual_seed(seed * 100 + seat)
         for r, size in enumerate(rounds(n)):
-            first_seed = 10_000 * (seed + 1) + 1_000 * seat + MAX_PARALLEL * r
+            first_seed = 10_000 * (seed + 1) + MAX_PARALLEL * r  # the same for each seat
             envs = [RandomOpening(make_multiagent_env(game, env_config), opening_moves,
                                   first_seed + k) for k in range(size)]
             results += _one_game_per_env(envs, mapping, first_seed, policies, greedy,
@@ -155,6 +158,17 @@ def win_draw_loss(results: list[MatchResult], pid: str, opponent: str) -> np.nda
     return counts / max(len(results), 1)
 
 
+def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson's score interval for a proportion (95% at z 1.96): unlike the normal
+    approximation it stays inside [0, 1] and is not empty at 0 or n successes."""
+    if n <= 0:
+        raise ValueError(f"an interval needs games (n = {n}).")
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def win_rate_by_seat(results: list[MatchResult], pid: str, opponent: str) -> dict[str, float]:
     """pid's win rate in each seat it played (a first mover's edge shows here)."""
     seats: dict[str, list[MatchResult]] = {}
@@ -188,7 +202,7 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0",
                     stochastic: bool = False, opening_moves: int = 0,
                     nash_conv_max_states: int = MAX_STATES, env: Any | None = None,
                     env_config: dict[str, Any] | None = None, search: int = 0,
-                    temperature: float = 0.0) -> dict[str, Any]:
+                    temperature: float = 0.0, search_reuse: bool = True) -> dict[str, Any]:
     """Win, draw and loss rates of a saved league's ``policy`` against ``opponent``
     (random, another of its policies, ``mcts:<simulations>``: OpenSpiel's MCTSBot,
     ``module:callable``, a ScriptedPolicy's choose function, or ``run:PATH[@policy=ID]
@@ -198,7 +212,9 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0",
     distinct; for OpenSpiel games whose tree has at most ``nash_conv_max_states``
     histories also the policy's exact NashConv (both seats played by it; not when it
     searches). ``search``: the policy picks each move by that many PUCT simulations with
-    its network (games.players; ``temperature`` > 0 draws from the visit counts).
+    its network (games.players; ``temperature`` > 0 draws from the visit counts;
+    ``search_reuse`` False starts each move's search afresh, as OpenSpiel's MCTSBot).
+    ``win_rate_ci95``: Wilson's 95% interval of the win rate.
     ``env`` and ``env_config`` override the saved ones (a factory env must be given: only
     the trusted resume state holds it)."""
     ckpt = Checkpoint(checkpoint)
@@ -220,7 +236,8 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0",
     policies = _saved_policies(ckpt, game, env_config, {policy, opponent}, seed)
     if search:
         policies[policy] = _probed(game, env_config, seed, lambda probe: searched(
-            policies[policy], probe, search, temperature, seed, policy, exploration(ckpt)))
+            policies[policy], probe, search, temperature, seed, policy, exploration(ckpt),
+            reuse=search_reuse))
     greedy = set() if stochastic else {policy, opponent} - {RANDOM}
     results = play_matches(game, env_config, policies, greedy, policy, opponent,
                            games, seed, opening_moves)
@@ -228,6 +245,7 @@ def evaluate_league(checkpoint: str | Path, policy: str = "main_0",
     out = {"policy": policy, "opponent": opponent, "games": games,
            "win_rate": float(rates[0]), "draw_rate": float(rates[1]),
            "loss_rate": float(rates[2]),
+           "win_rate_ci95": list(wilson_interval(rates[0] * len(results), len(results))),
            "win_rate_by_seat": win_rate_by_seat(results, policy, opponent),
            "random_opening_moves": opening_moves,
            "distinct_games": len({r.history for r in results}),

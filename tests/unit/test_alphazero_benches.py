@@ -21,18 +21,22 @@ import search_memory  # noqa: E402
 def test_ladder_names_every_rate_and_plays_each_rung_as_asked(monkeypatch):
     played = []
 
-    def rung(checkpoint, opponent, games, seed, opening_moves, search):
+    def rung(checkpoint, opponent, games, seed, opening_moves, search, reuse):
         played.append((opponent, search, games, opening_moves))
+        assert reuse is False  # as OpenSpiel's MCTSBot: every move searched afresh
         return {"win_rate": 0.5, "draw_rate": 0.25, "loss_rate": 0.25, "distinct_games": 7,
+                "win_rate_ci95": [0.2, 0.8],
                 "win_rate_by_seat": {"player_0": 0.75, "player_1": 0.25}}
 
     monkeypatch.setattr(ladder_bench, "rung", rung)
-    args = argparse.Namespace(search=200, games=6, opening_moves=2, only=None)
+    args = argparse.Namespace(search=200, games=6, opening_moves=2, only=None,
+                              search_reuse=False)
     out = ladder_bench.ladder("run", args, 0)
     wins = {k for k in out if k.startswith("win_rate_")}
     assert wins == {f"win_rate_{p}_vs_{r}" for p in ("net", "search200")
                     for r in ("random", "oneply", "mcts200", "mcts1000", "alphabeta5")}
     assert out["distinct_games_search200_vs_mcts1000"] == 7
+    assert (out["ci95_low_search200_vs_mcts1000"], out["ci95_high_net_vs_random"]) == (0.2, 0.8)
     # The first mover's seat (player_0 moves first in PettingZoo's games) and the second.
     assert (out["first_seat_win_rate_net_vs_oneply"],
             out["second_seat_win_rate_net_vs_oneply"]) == (0.75, 0.25)
@@ -43,17 +47,18 @@ def test_ladder_names_every_rate_and_plays_each_rung_as_asked(monkeypatch):
     assert set(ladder_bench.ladder("run", args, 0)) == {
         f"{k}_{game}" for game in args.only for k in (
             "win_rate", "draw_rate", "loss_rate", "distinct_games", "first_seat_win_rate",
-            "second_seat_win_rate")}
+            "second_seat_win_rate", "ci95_low", "ci95_high")}
     assert played == [("mcts:1000", 200, 6, 2), ("board_bots:oneply", 0, 6, 2)]
     args.only = ["search_vs_mcts1000"]
     with pytest.raises(SystemExit, match="not a rung"):
         ladder_bench.ladder("run", args, 0)
 
 
-def test_ladder_mean_over_seeds():
+def test_ladder_median_over_seeds():
     rows = [{"seed": 0, "win_rate_net_vs_random": 1.0, "per": "x"},
-            {"seed": 1, "win_rate_net_vs_random": 0.5, "per": "y"}]
-    assert ladder_bench.mean(rows) == {"seed": 0.5, "win_rate_net_vs_random": 0.75}
+            {"seed": 1, "win_rate_net_vs_random": 0.5, "per": "y"},
+            {"seed": 2, "win_rate_net_vs_random": 0.6, "per": "z"}]
+    assert ladder_bench.median(rows) == {"seed": 1, "win_rate_net_vs_random": 0.6}
 
 
 def test_speed_profile_parts():

@@ -120,6 +120,19 @@ def test_random_openings_make_a_greedy_policy_play_different_games(opening):
         assert len(openings) >= 15
 
 
+def test_each_random_opening_is_played_once_from_each_seat():
+    """Paired games: the k-th game of each seat opens with the same random moves, so an
+    opening's luck cancels between the seats."""
+    policies = {"net": greedy_net(), "bot": ScriptedPolicy(first_legal_move, "bot")}
+    results = play_matches("pettingzoo:connect_four_v3", {}, policies, {"net"}, "net", "bot",
+                           40, opening_moves=2)
+    seats = [[r for r in results if r.policies["player_0"] == first] for first in ("net", "bot")]
+    assert len(seats[0]) == len(seats[1]) == 20
+    openings = [[r.history[:5] for r in games] for games in seats]  # obs, 2 x (move, obs)
+    assert openings[0] == openings[1]
+    assert len(set(openings[0])) >= 15
+
+
 def test_an_opening_that_ends_every_game_is_refused():
     with pytest.raises(ValueError, match="random opening moves end every game"):
         play_matches("pettingzoo:tictactoe_v3", {}, {RANDOM: RandomPolicy(9)}, set(), RANDOM,
