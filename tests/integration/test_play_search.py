@@ -113,3 +113,20 @@ def test_search_of_a_single_agent_run_is_refused_in_one_line(runs):
     message = str(err.value.code)
     assert "holds a 'ppo' run" in message and "--search" in message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_an_evaluation_searches_afresh_each_move_when_asked(runs, monkeypatch, reuse):
+    """The ladder gives distrl's search OpenSpiel MCTS's rule (no subtree kept between
+    moves): search_reuse reaches the searching player."""
+    import distrl.games.scoring as scoring
+
+    made = []
+
+    def spy(*args, **kwargs):
+        made.append(searched(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(scoring, "searched", spy)
+    scoring.evaluate_league(runs["az_pz"], games=2, search=4, search_reuse=reuse)
+    assert [player.reuse for player in made] == [reuse]

@@ -9,7 +9,7 @@ from distrl.games.scoring import wilson_interval
 
 def test_wilson_matches_its_formula_and_stays_inside_0_1():
     # 39 of 40 (0.975): centre (p + z²/2n) / (1 + z²/n), half z √(p(1-p)/n + z²/4n²) / (1 + z²/n)
-    z, n, p = 1.96, 40, 39 / 40
+    z, p = 1.96, 39 / 40
     centre = (p + z * z / 80) / (1 + z * z / 40)
     half = z * math.sqrt(p * (1 - p) / 40 + z * z / 6400) / (1 + z * z / 40)
     assert wilson_interval(39, 40) == pytest.approx((centre - half, centre + half))
