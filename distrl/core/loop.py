@@ -353,7 +353,7 @@ def _end_evaluated(run: RunConfig, progress: Progress, logger: MetricsLogger,
     if not final:
         return metrics
     logger.log({"iteration": progress.iteration, "env/steps_total": progress.env_steps,
-                "time/total_s": progress.time_s, **final, "final_evaluation": True})
+                "time/total_s": progress.time_s, **final, "final_evaluation": True}, last=True)
     return {**metrics, **final}
 
 

@@ -46,7 +46,9 @@ class MetricsLogger:
         self._last_line = 0.0
         self.shown = Shown(budget)
 
-    def log(self, metrics: dict[str, Any]) -> None:
+    def log(self, metrics: dict[str, Any], last: bool = False) -> None:
+        """One row: metrics.jsonl, TensorBoard (and W&B), and the screen (a live table,
+        or off a TTY a line every 10 s; always for the ``last`` row)."""
         self.jsonl.write(strict_json(metrics) + "\n")
         self.jsonl.flush()
         step = int(metrics.get("env/steps_total", metrics.get("iteration", 0)))
@@ -61,7 +63,7 @@ class MetricsLogger:
             self.live.update(_table(self.shown.rows(metrics)))
         elif self.plain:
             rows = self.shown.rows(metrics, bar=False)  # every row: it keeps evaluations
-            if time.monotonic() - self._last_line > 10.0:
+            if last or time.monotonic() - self._last_line > 10.0:
                 # Not a TTY (CI, nohup): a short line every 10 s instead of a live table.
                 self._last_line = time.monotonic()
                 self.info("  ".join(f"{k}={v}" for k, v in rows))

@@ -171,3 +171,16 @@ def test_print_config_of_a_resume_merges_the_saved_configs(tmp_path):
     assert both["config"]["lr_schedule"] == [[0, 1e-3], [1000, 1e-4]]
     assert config["run"]["max_env_steps"] == 500 and config["run"]["logdir"] == str(run)
     assert (run / "checkpoint" / "manifest.json").read_text() == before
+
+
+def test_the_plain_line_always_shows_a_runs_last_row(tmp_path, capsys):
+    """Off a TTY a line is printed every 10 s; the final evaluation's row is printed
+    however soon it follows the last line."""
+    logger = MetricsLogger(tmp_path, progress=True, budget=Budget(4_000))
+    row = {"iteration": 1, "env/steps_total": 1_000, "time/total_s": 2.0}
+    logger.log(row)
+    logger.log({**row, "iteration": 2})  # within 10 s of the first: not printed
+    logger.log({**row, "iteration": 2, "eval/episode_return_mean": 42.0}, last=True)
+    logger.close()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and "eval/episode_return_mean=42" in lines[1]

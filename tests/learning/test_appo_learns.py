@@ -24,6 +24,7 @@ def test_tuned_appo_reaches_475_in_process(tmp_path):
 
 
 def test_default_appo_learns_cartpole_on_two_ray_runners(tmp_path):
-    # Defaults, untuned: seed 0 reached 475 at 194k env steps with 2 runners.
+    # Defaults, untuned (one importance weight, clipped around the learner): seed 0
+    # reached 475 at 300k env steps with 2 runners (9.2 s of training, alone).
     result = train(tmp_path, "--max-env-steps", "400000")
     assert result["stopped_by"] == "stop_return", result["env/episode_return_mean"]
