@@ -87,7 +87,9 @@ def test_evaluation_every_n_iterations_and_stop_on_eval(tmp_path, monkeypatch):
                     logdir=str(tmp_path / "a"), progress=False)
     train_ppo(cfg, run)
     rows = [json.loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
-    assert [r["iteration"] for r in rows if "eval/episode_return_mean" in r] == [2, 4]
+    # Every 2 iterations, and at the end (5) once more: the run's final evaluation.
+    assert [r["iteration"] for r in rows if "eval/episode_return_mean" in r] == [2, 4, 5]
+    assert rows[-1]["final_evaluation"] and rows[-2]["iteration"] == 5
     assert all(r["eval/episode_return_mean"] == 4.0 and r["eval/episodes"] == 3
                for r in rows if "eval/episodes" in r)
     # Training episodes return 4 from the first iteration on; only the evaluation at
