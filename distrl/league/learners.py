@@ -181,13 +181,34 @@ class DistributedLearners:
 
     def add_policy(self, policy_id: str, obs_space: gym.Space, act_space: gym.Space) -> Any:
         """A learner for the policy on the first shard with room, on its replay's node."""
-        if self.get(policy_id) is not None:
-            raise ValueError(f"policy {policy_id!r} already has a learner.")
+        return self.add_policies({policy_id: (obs_space, act_space)})[policy_id]
+
+    def add_policies(self, spaces: dict[str, tuple[gym.Space, gym.Space]]) -> dict[str, Any]:
+        """Learners for several policies (id: observation and action space), started
+        together: each start is a process importing torch, seconds apiece one after
+        another. If one fails to start, none of them is kept."""
+        launched: dict[str, tuple[Shard, Any]] = {}
+        for policy_id, pair in spaces.items():
+            if self.get(policy_id) is not None:
+                raise ValueError(f"policy {policy_id!r} already has a learner.")
+            shard = self._shard_with_room()
+            self.spaces[policy_id] = pair
+            shard.learners[policy_id] = self._launch(shard, policy_id)
+            launched[policy_id] = shard, shard.learners[policy_id]
+        try:
+            for policy_id, (shard, learner) in launched.items():
+                self._started(shard, learner, policy_id)
+        except BaseException:
+            for policy_id, (shard, _) in launched.items():
+                shard.learners.pop(policy_id)
+            kill_and_wait([learner for _, learner in launched.values()])
+            raise
+        return {policy_id: learner for policy_id, (_, learner) in launched.items()}
+
+    def _shard_with_room(self) -> Shard:
         for shard in self.shards:
             if len(shard.learners) < shard.capacity:
-                self.spaces[policy_id] = (obs_space, act_space)
-                shard.learners[policy_id] = self._start(shard, policy_id)
-                return shard.learners[policy_id]
+                return shard
         raise RuntimeError(f"all {len(self.shards)} learner shards are full "
                            f"({len(self)} policies): remove a policy or raise max_policies.")
 
@@ -197,17 +218,21 @@ class DistributedLearners:
         for shard in self.shards:
             if policy_id in shard.learners:
                 ray.kill(shard.learners[policy_id])
-                shard.learners[policy_id] = self._start(shard, policy_id)
-                return shard.learners[policy_id]
+                learner = self._started(shard, self._launch(shard, policy_id), policy_id)
+                shard.learners[policy_id] = learner
+                return learner
         raise KeyError(f"no learner for policy {policy_id!r}.")
 
-    def _start(self, shard: Shard, policy_id: str) -> Any:
-        learner = PolicyLearner.options(
+    def _launch(self, shard: Shard, policy_id: str) -> Any:
+        return PolicyLearner.options(
             num_cpus=self.cpus_per_learner, num_gpus=self.gpus_per_policy,
             scheduling_strategy=NodeAffinitySchedulingStrategy(shard.node_id, soft=False),
         ).remote(policy_id, *self.spaces[policy_id], self.config, shard.replay, self.head,
                  learner_seed(self.seed, policy_id), self.magnet, self.torch_threads)
-        try:  # started (and published) before use
+
+    def _started(self, shard: Shard, learner: Any, policy_id: str) -> Any:
+        """The learner once its constructor ran (it published its weights), before use."""
+        try:
             ray.get(learner.node_id.remote(), timeout=self.timeout_s)
         except ray.exceptions.RayActorError as err:  # its constructor raised
             raise RuntimeError(f"the learner of {policy_id!r} failed to start: "

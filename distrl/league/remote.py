@@ -150,8 +150,7 @@ class RayWorkers:
                                             run.seed, cfg.magnet, run.actor_timeout_s,
                                             run.num_torch_threads)
         try:  # a failed start leaves no learners, replays or store behind
-            for pid in ids:
-                self.learners.add_policy(pid, obs_space, act_space)
+            self.learners.add_policies({pid: (obs_space, act_space) for pid in ids})
             self.reader = PolicyReader(self.learners.head)
             self.random = RandomPolicy(int(act_space.n))
             self.runners = self._start_runners(run)

@@ -376,14 +376,19 @@ def test_a_learner_whose_constructor_raises_is_one_error_naming_it(ray_local):
 
     from distrl.league.learners import DistributedLearners
 
-    learners = DistributedLearners(LeagueConfig(), max_policies=1, cpus_per_learner=0.25)
+    learners = DistributedLearners(LeagueConfig(), max_policies=2, cpus_per_learner=0.25)
+    good = (gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2))
     try:
-        with pytest.raises(RuntimeError) as raised:
-            learners.add_policy("a", gym.spaces.Text(5), gym.spaces.Discrete(2))
+        with pytest.raises(RuntimeError) as raised:  # started together, one fails
+            learners.add_policies({"b": good,
+                                   "a": (gym.spaces.Text(5), gym.spaces.Discrete(2))})
         message = str(raised.value)
         assert message.startswith("the learner of 'a' failed to start: ")
         assert message.endswith("wrap Dict/Tuple observations with "
                                 "gymnasium.wrappers.FlattenObservation).")
         assert "\n" not in message
+        assert learners.get("a") is None and learners.get("b") is None  # none kept
+        learners.add_policies({"a": good, "b": good})  # and their slots are free
+        assert ray.get(learners.get("b")[0].env_steps.remote()) == 0
     finally:
         learners.stop()
