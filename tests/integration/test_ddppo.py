@@ -2,7 +2,7 @@
 
 import json
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import numpy as np
 import pytest
@@ -173,6 +173,17 @@ def test_nan_from_an_env_is_raised_at_once(ray_local, tmp_path):
     assert time.perf_counter() - t0 < SMALL.collective_timeout_s
 
 
+def test_ddppo_has_no_reward_scaling_observation_filter_or_overlap():
+    """What PPO's exact-resume tests also restore (tests/integration/test_exact_resume_scaled.py)
+    DD-PPO has not: no reward scaling (its runners keep no running returns), no observation
+    filter (refused: the workers would not merge its statistics), no overlap (each worker
+    samples, then trains). If one is added, extend the resume test below."""
+    names = {f.name for f in fields(DDPPOConfig)}
+    assert "normalize_rewards" not in names and "overlap" not in names
+    with pytest.raises(ValueError, match="observation_filter"):
+        DDPPOConfig(model=ModelConfig(observation_filter="MeanStdFilter"))
+
+
 @pytest.mark.parametrize("cfg", [SMALL, LSTM], ids=["feedforward", "lstm"])
 def test_checkpoint_resumes_exactly_and_evaluates(ray_local, tmp_path, cfg):
     # A non-default env: the resumed run must take it from the checkpoint, not the default.
@@ -188,6 +199,20 @@ def test_checkpoint_resumes_exactly_and_evaluates(ray_local, tmp_path, cfg):
     a, b = (Checkpoint(tmp_path / d).tensors("policy", "weights.pt") for d in "ab")
     for k in a:
         assert torch.equal(a[k], b[k]), k
+    # Rank 0's optimizer and each worker's two random streams (actions, minibatch order)
+    # come back too: the next steps are the uninterrupted run's.
+    oa, ob = (Checkpoint(tmp_path / d).learner_state()["optimizer"] for d in "ab")
+    assert oa["param_groups"] == ob["param_groups"]
+    assert oa["state"].keys() == ob["state"].keys() and oa["state"]
+    differ = [f"{i}/{k}" for i, sa in oa["state"].items() for k, v in sa.items()
+              if not torch.equal(v, ob["state"][i][k])]
+    assert not differ, f"optimizer state {differ} differs after the resume"
+    sa, sb = (Checkpoint(tmp_path / d).runner_states() for d in "ab")
+    assert len(sa) == len(sb) == cfg.num_workers
+    for (runner_a, shuffle_a), (runner_b, shuffle_b) in zip(sa, sb, strict=True):
+        assert runner_a[2] is None  # no running returns: nothing to scale rewards with
+        assert torch.equal(runner_a[1], runner_b[1])  # the worker's action sampler
+        assert torch.equal(shuffle_a, shuffle_b)  # its minibatch order
     first = "pi_trunk.0.weight" if cfg.model.use_lstm else "pi.0.weight"
     assert a[first].shape[1] == 6  # Acrobot's observation
     rows = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]

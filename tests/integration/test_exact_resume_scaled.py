@@ -8,7 +8,7 @@ fragment's returns start from), and the observation filter (buffers of the netwo
 A resume that drops one drifts by ~1e-5 in the weights, which approximate comparisons
 miss; here everything is compared with torch.equal / np.array_equal.
 
-DD-PPO needs Ray: tests/integration/test_exact_resume_scaled_ray.py.
+DD-PPO needs Ray: tests/integration/test_ddppo.py::test_checkpoint_resumes_exactly_and_evaluates.
 """
 
 from __future__ import annotations

@@ -257,7 +257,14 @@ def restartable_league(ray_local, tmp_path):
         league_run.close()
 
 
-def test_a_dead_league_learner_is_restarted_from_its_published_weights(restartable_league):
+def test_a_dead_learner_a_lost_store_and_replay_are_restarted_each_up_to_max(
+        restartable_league):
+    """A dead learner restarts from the weights it last published and its trainer state.
+    The store dies with the weights it owned: learners publish theirs again, and the
+    frozen snapshots (owned by the driver) are listed again, unchanged; a lost replay
+    actor is replaced and its learners take from the new one. Each counts a restart;
+    one more death than max_restarts stops the run with its own line. (One league for
+    all: a league start is seconds.)"""
     league_run = restartable_league
     players = league_run.workers
     before = players.module("main_0").state_dict()
@@ -276,18 +283,7 @@ def test_a_dead_league_learner_is_restarted_from_its_published_weights(restartab
     assert metrics["faults/restarts/league_learners"] == 1
     assert learner_threads(players) == 2
     assert players.env_steps()["main_0"] > steps
-    kill(players.learners.get("main_0")[0])
-    with pytest.raises(RuntimeError, match="already restarted 1 times"):
-        players.env_steps()
 
-
-def test_a_lost_policy_store_and_replay_actor_are_rebuilt(restartable_league):
-    """The store dies with the weights it owned: learners publish theirs again, and the
-    frozen snapshots (owned by the driver) are listed again, unchanged; a lost replay
-    actor is replaced and its learners take from the new one. Each counts a restart;
-    one more death than max_restarts stops the run with its own line."""
-    league_run = restartable_league
-    players = league_run.workers
     players.freeze("main_0", "probe")
     probe = players.module("probe").state_dict()
     steps = players.env_steps()
@@ -297,15 +293,19 @@ def test_a_lost_policy_store_and_replay_actor_are_rebuilt(restartable_league):
     assert metrics["faults/restarts/policy_store"] == 1
     assert metrics["faults/restarts/league_replays"] == 1
     assert metrics["faults/restarts/match_runners"] == 0  # not blamed for the loss
-    assert metrics["faults/restarts/league_learners"] == 0
+    assert metrics["faults/restarts/league_learners"] == 1  # nor the learners (as before)
     assert all(players.env_steps()[pid] > n for pid, n in steps.items())  # all trained
     versions = ray.get(players.learners.head.versions.remote())
     assert {"probe", *steps} <= set(versions)
     for k, v in players.module("probe").state_dict().items():
         torch.testing.assert_close(v, probe[k], rtol=0, atol=0)
+
     kill(players.learners.head)
     with pytest.raises(RuntimeError, match="policy_store died; it was already restarted 1"):
         league_run.iterate()
+    kill(players.learners.get("main_0")[0])
+    with pytest.raises(RuntimeError, match="already restarted 1 times"):
+        players.env_steps()
 
 
 @pytest.mark.slow

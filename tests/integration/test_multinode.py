@@ -147,9 +147,8 @@ def test_league_runs_with_one_policy_store_per_node(cluster, tmp_path):
     head, workers = cluster
     config = LeagueConfig(
         rules=LeagueRules(snapshot_steps=300), train_batch_size=128, minibatch_size=64,
-        num_epochs=1, num_envs=4, league_eval_interval=1, league_eval_games=4,
-        league_eval_member_games=2, num_env_runners=2, num_cpus_per_learner=0.5,
-        num_cpus_per_env_runner=0.5, model=TINY)
+        num_epochs=1, num_envs=4, league_eval_interval=0,  # placement only: no evaluation
+        num_env_runners=2, num_cpus_per_learner=0.5, num_cpus_per_env_runner=0.5, model=TINY)
     result, runner_nodes = placed_run(train_league, "MatchRunner", config, "STRICT_SPREAD",
                                       tmp_path, env="pettingzoo:tictactoe_v3",
                                       max_env_steps=1_000)
