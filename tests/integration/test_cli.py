@@ -19,7 +19,7 @@ def distrl(*args, **kw):
                           text=True, timeout=300, **kw)
 
 
-def test_train_json_then_eval(tmp_path):
+def test_train_json_then_eval(tmp_path, capsys):
     out = distrl("train", "ppo", "--env", "CartPole-v1", "--num-env-runners", "2",
                  "--num-envs-per-env-runner", "2", "--max-env-steps", "300", "--seed", "1",
                  "--train-batch-size", "128", "--minibatch-size", "64", "--lambda", "0.9",
@@ -36,12 +36,18 @@ def test_train_json_then_eval(tmp_path):
     assert report["episode_return_mean"] == sum(report["returns"]) / 3
     returns, mean = report["returns"], report["episode_return_mean"]
     std = (sum((r - mean) ** 2 for r in returns) / 3) ** 0.5
-    text = distrl("eval", result["checkpoint"], "--episodes", "3").stdout.strip()
+    from distrl.cli import main  # the same command line in this process: no start-up
+
+    capsys.readouterr()
+    main(["eval", result["checkpoint"], "--episodes", "3"])
+    text = capsys.readouterr().out.strip()
     assert text == (f"mean greedy return over 3 episodes: {mean:.2f} (std {std:.2f}, min "
                     f"{min(returns):.2f}, max {max(returns):.2f}; mean length "
                     f"{sum(report['lengths']) / 3:.1f})")  # the same seeds: the same episodes
-    bad = distrl("eval", result["checkpoint"], "--env-config", '{"foo": 1}')
-    assert bad.returncode != 0 and bad.stderr.strip().splitlines() == [
+    with pytest.raises(SystemExit) as bad:
+        main(["eval", result["checkpoint"], "--env-config", '{"foo": 1}'])
+    # The exit's message is what the process would print on stderr as it ends.
+    assert str(bad.value.code).splitlines() == [
         "distrl: error: env 'CartPole-v1' does not take the env_config key 'foo' (given: "
         "['foo']; it takes render_mode, sutton_barto_reward); remove it from --env-config or "
         "fix its name."]
@@ -136,15 +142,6 @@ def test_an_unreachable_address_is_one_line_naming_it():
     assert time.perf_counter() - t0 < 60
 
 
-@pytest.mark.slow
-def test_each_run_gets_its_own_ray_namespace():
-    code = ("import ray\nfrom distrl.runtime.cluster import init_ray\n"
-            "init_ray(None, 1)\nprint(ray.get_runtime_context().namespace)\n")
-    names = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120, check=True).stdout.split()[-1] for _ in range(2)]
-    assert all(n.startswith("distrl-") for n in names) and names[0] != names[1]
-
-
 # alone: registers a `ray start` cluster machine-wide (/tmp/ray/ray_current_cluster)
 @pytest.mark.alone
 def test_a_cluster_already_running_here_does_not_stop_a_local_run(tmp_path):
@@ -189,16 +186,24 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
-def test_a_run_shuts_down_the_ray_it_started_and_only_that(tmp_path):
+def test_a_run_shuts_down_the_ray_it_started_and_only_that_in_a_namespace_of_its_own(tmp_path):
     def train(name: str) -> str:
         return ("train_ppo(PPOConfig(num_env_runners=1, num_envs_per_env_runner=2, "
                 "train_batch_size=64, minibatch_size=32, num_epochs=1), RunConfig("
-                f"max_env_steps=64, logdir={str(tmp_path / name)!r}, progress=False))\n")
+                f"max_env_steps=64, logdir={str(tmp_path / name)!r}, progress=False), "
+                "callbacks=spaces)\n")
 
-    code = ("import ray\nfrom distrl import PPOConfig, RunConfig, train_ppo\n" + train("a")
-            + "assert not ray.is_initialized(), 'the run left its Ray up'\n"
-            + "ray.init(address='local', num_cpus=1, include_dashboard=False)\n" + train("b")
-            + "assert ray.is_initialized(), 'the run shut down the caller\\'s Ray'\n")
+    code = ("import ray\nfrom distrl import Callbacks, PPOConfig, RunConfig, train_ppo\n"
+            "names = []\nspaces = Callbacks(on_iteration=lambda m: names.append("
+            "ray.get_runtime_context().namespace) and False)\n"
+            + train("a") + "assert not ray.is_initialized(), 'the run left its Ray up'\n"
+            + train("b") + "assert not ray.is_initialized(), 'the run left its Ray up'\n"
+            + "ray.init(address='local', num_cpus=1, include_dashboard=False)\n" + train("c")
+            + "assert ray.is_initialized(), 'the run shut down the caller\\'s Ray'\n"
+            + "print(*names)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
+    a, b, c = out.stdout.split()[-3:]  # each run's own; the caller's Ray keeps the caller's
+    assert a.startswith("distrl-") and b.startswith("distrl-") and a != b
+    assert not c.startswith("distrl-")
