@@ -206,7 +206,7 @@ def _load_main(checkpoint):
     return load_policy(Checkpoint(checkpoint))
 
 
-def test_cli_trains_and_evaluates_a_league(tmp_path):
+def test_cli_trains_and_evaluates_a_league(tmp_path, capsys):
     import json
     import subprocess
     import sys
@@ -230,22 +230,23 @@ def test_cli_trains_and_evaluates_a_league(tmp_path):
     by_seat = result["win_rate_by_seat"]  # 5 games a seat: their mean is the win rate
     assert sorted(by_seat) == ["player_0", "player_1"]
     assert sum(by_seat.values()) / 2 == pytest.approx(result["win_rate"])
-    line = subprocess.run([sys.executable, "-m", "distrl", "eval", logdir, "--episodes", "10"],
-                          check=True, capture_output=True, text=True).stdout
+    from distrl.cli import main  # the same command lines in this process: no start-up
+
+    capsys.readouterr()
+    main(["eval", logdir, "--episodes", "10"])
     assert (f"win by seat: player_0 {by_seat['player_0']:.3f}, player_1 "
-            f"{by_seat['player_1']:.3f}") in line
-    bad = subprocess.run([sys.executable, "-m", "distrl", "eval", logdir, "--opponent", "x"],
-                         capture_output=True, text=True)
-    assert bad.returncode != 0 and "no policy 'x'" in bad.stderr
+            f"{by_seat['player_1']:.3f}") in capsys.readouterr().out
+    with pytest.raises(SystemExit) as bad:  # its message: the process's last line
+        main(["eval", logdir, "--opponent", "x"])
+    assert "no policy 'x'" in str(bad.value.code)
     # Greedy play against a deterministic bot repeats one game per seat; random openings
     # vary them; MCTS is an opponent like any other.
     distinct = {}
     for opening, bot in ((0, "tests.fakes:first_legal_move"), (2, "tests.fakes:first_legal_move"),
                          (2, "mcts:10")):
-        out = subprocess.run([sys.executable, "-m", "distrl", "eval", logdir, "--opponent", bot,
-                              "--episodes", "8", "--random-opening-moves", str(opening),
-                              "--json"], check=True, capture_output=True, text=True)
-        result = json.loads(out.stdout.strip().splitlines()[-1])
+        main(["eval", logdir, "--opponent", bot, "--episodes", "8",
+              "--random-opening-moves", str(opening), "--json"])
+        result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert result["random_opening_moves"] == opening and result["opponent"] == bot
         distinct[opening, bot] = result["distinct_games"]
     assert distinct[0, "tests.fakes:first_legal_move"] == 2
