@@ -18,11 +18,11 @@ pytestmark = pytest.mark.ray
 class SlowToRestart:
     """Starts at once the first time; a replacement takes 4 s more to start (torch, envs)."""
 
-    def __init__(self, restart: int, fail_restarts: int = 0):
+    def __init__(self, restart: int, fail_restarts: int = 0, delay_s: float = 4.0):
         if restart and restart <= fail_restarts:
             raise SystemExit(1)  # the process dies while starting
         if restart:
-            time.sleep(4.0)
+            time.sleep(delay_s)
 
     def ping(self) -> str:
         return "pong"
@@ -47,7 +47,7 @@ def test_a_replacement_answers_its_first_call_within_the_call_timeout(ray_local)
 
 
 def test_a_replacement_that_dies_while_starting_is_replaced_again(ray_local):
-    sup = group(lambda i, r: {"restart": r, "fail_restarts": 1})
+    sup = group(lambda i, r: {"restart": r, "fail_restarts": 1, "delay_s": 0.0})
     try:
         sup.replace(0, Fault("died: test", True))
         assert sup.restarts == [2, 0]
@@ -198,9 +198,10 @@ class Idle:
 def test_kill_and_wait_returns_once_the_actors_are_dead(ray_local):
     """A call sent right after a bare ray.kill was served in 3 of 30 tries here: after
     kill_and_wait, none of 30 may be."""
-    for _ in range(30):
-        actor = Idle.remote()
-        ray.get(actor.ping.remote())
-        assert kill_and_wait([actor]) == []
-        with pytest.raises(ray.exceptions.RayActorError):
-            ray.get(actor.ping.remote(), timeout=10)
+    for _ in range(5):  # started 6 at a time: a process start is the cost here
+        actors = [Idle.remote() for _ in range(6)]
+        ray.get([actor.ping.remote() for actor in actors])
+        for actor in actors:
+            assert kill_and_wait([actor]) == []
+            with pytest.raises(ray.exceptions.RayActorError):
+                ray.get(actor.ping.remote(), timeout=10)
