@@ -33,6 +33,12 @@ def assert_rates(out, games):
     assert out["policy"] == "main_0" and out["opponent"] == "random"
     assert out["games"] == games
     assert out["win_rate"] + out["draw_rate"] + out["loss_rate"] == pytest.approx(1.0)
+    # Wilson's interval: the p with (p_hat - p)^2 = z^2 p (1 - p) / n, a quadratic's roots.
+    p_hat, z2 = out["win_rate"], 1.96**2
+    a, b, c = 1 + z2 / games, -(2 * p_hat + z2 / games), p_hat**2
+    root = (b * b - 4 * a * c) ** 0.5
+    assert out["win_rate_ci95"] == pytest.approx([(-b - root) / (2 * a), (-b + root) / (2 * a)])
+    assert out["win_rate_ci95"][0] <= p_hat <= out["win_rate_ci95"][1]
 
 
 def assert_asks_for_the_env(checkpoint):
