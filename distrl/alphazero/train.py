@@ -35,7 +35,15 @@ from distrl.alphazero.self_play import (
 from distrl.core.callbacks import Callbacks
 from distrl.core.config import RunConfig
 from distrl.core.learner import Learner
-from distrl.core.loop import Start, drive, learner_device, policy_files, save_run, start_run
+from distrl.core.loop import (
+    Start,
+    drive,
+    learner_device,
+    missed_last,
+    policy_files,
+    save_run,
+    start_run,
+)
 from distrl.core.sampling import seed_for
 from distrl.games.games import make_multiagent_env, policy_obs_space
 from distrl.games.policies import RANDOM, LocalPolicy
@@ -187,8 +195,7 @@ class AlphaZeroRun:
         return out
 
     def final_evaluation(self) -> dict[str, float]:
-        every = self.cfg.eval_interval
-        if not every or self.progress.iteration % every == 0:
+        if not missed_last(self.cfg.eval_interval, self.progress.iteration):
             return {}
         self.evaluated = self.evaluate()
         return self.evaluated

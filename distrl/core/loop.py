@@ -338,6 +338,12 @@ def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
     return metrics, stopped_by
 
 
+def missed_last(every: int, iteration: int) -> bool:
+    """Evaluations every ``every`` iterations (0: none) missed the run's last one: its
+    final evaluation is due."""
+    return bool(every) and iteration % every != 0
+
+
 def _end_evaluated(run: RunConfig, progress: Progress, logger: MetricsLogger,
                    metrics: dict[str, Any], stopped_by: str, driven: Driven
                    ) -> dict[str, Any]:
@@ -346,9 +352,8 @@ def _end_evaluated(run: RunConfig, progress: Progress, logger: MetricsLogger,
     iteration had none, and the algorithm's ``final_evaluation()``."""
     if stopped_by == "interrupted":
         return metrics
-    every = run.evaluation_interval
     final = (evaluation_metrics(driven.policy(), run)
-             if every and progress.iteration % every else {})
+             if missed_last(run.evaluation_interval, progress.iteration) else {})
     final.update(driven.final_evaluation())
     if not final:
         return metrics

@@ -23,7 +23,7 @@ import torch
 
 from distrl.core.callbacks import Callbacks
 from distrl.core.config import RunConfig
-from distrl.core.loop import Start, drive, policy_files, save_run, start_run
+from distrl.core.loop import Start, drive, missed_last, policy_files, save_run, start_run
 from distrl.games.games import make_multiagent_env, policy_obs_space
 from distrl.games.nash import AveragePolicy, table_nash_conv
 from distrl.games.policies import RANDOM
@@ -165,8 +165,7 @@ class LeagueRun:
     def final_evaluation(self) -> dict[str, float]:
         """Off the record: Elo and the average policies move only at the scheduled
         evaluations, so a run stopped and resumed equals one that never stopped."""
-        every = self.config.league_eval_interval
-        if not every or self.progress.iteration % every == 0:
+        if not missed_last(self.config.league_eval_interval, self.progress.iteration):
             return {}
         self.evaluated = self.evaluate(record=False)
         return self.evaluated
