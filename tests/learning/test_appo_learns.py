@@ -24,7 +24,8 @@ def test_tuned_appo_reaches_475_in_process(tmp_path):
 
 
 def test_default_appo_learns_cartpole_on_two_ray_runners(tmp_path):
-    # Defaults, untuned (one importance weight, clipped around the learner): seed 0
-    # reached 475 at 300k env steps with 2 runners (9.2 s of training, alone).
-    result = train(tmp_path, "--max-env-steps", "400000")
+    # Defaults, untuned (one importance weight, clipped around the learner), seed 0, 2
+    # runners, alone: 7 runs reached 475 at 188k-511k env steps (median 302k; the
+    # runners' timing varies the updates' lag). 400k failed 2 of 7: the budget is 800k.
+    result = train(tmp_path, "--max-env-steps", "800000")
     assert result["stopped_by"] == "stop_return", result["env/episode_return_mean"]
