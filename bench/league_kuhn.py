@@ -2,7 +2,7 @@
 same run for reference (bench/_poker.py). Bar: median NashConv of the last 60 s <= 0.01
 within 600 s.
 
-    python bench/league_kuhn.py [--seconds 600] [--seed 0]
+    python bench/league_kuhn.py [--seconds 600] [--seeds 0 1 2] [--moves N]
 
 distrl trains a league's main agent in process: pure self-play with magnetic mirror
 descent (see CONFIG), evaluated every 2 iterations (league/nash_conv/main_0 is the
@@ -32,4 +32,5 @@ CONFIG = LeagueConfig(
     league_eval_interval=2, league_eval_games=20, league_eval_average_window=200)
 
 if __name__ == "__main__":
-    main("kuhn_poker", CONFIG, seconds=600.0, levels=(0.2, 0.05, 0.01), cfr_seconds=2.0)
+    main("kuhn_poker", CONFIG, seconds=600.0, levels=(0.2, 0.05, 0.01), cfr_seconds=2.0,
+         moves=400_000)

@@ -2,7 +2,7 @@
 same run for reference (bench/_poker.py). Bar: median NashConv of the last 60 s <= 0.2
 within 1,800 s (OpenSpiel's R-NaD reference: about 0.2 after 1M learner steps).
 
-    python bench/league_leduc.py [--seconds 1800] [--seed 0]
+    python bench/league_leduc.py [--seconds 1800] [--seeds 0 1 2] [--moves N]
 
 The same league as Kuhn's (pure self-play with magnetic mirror descent), with a wider
 network for Leduc's 936 information states; counterfactual weighting
@@ -50,4 +50,4 @@ CONFIG = LeagueConfig(
 
 if __name__ == "__main__":
     main("leduc_poker", CONFIG, seconds=1800.0, levels=(1.0, 0.5, 0.2), cfr_seconds=30.0,
-         torch_threads=2)
+         moves=20_000_000, torch_threads=2)
