@@ -34,12 +34,12 @@ from distrl.alphazero.self_play import (
 )
 from distrl.core.callbacks import Callbacks
 from distrl.core.config import RunConfig
+from distrl.core.evaluation import missed_last
 from distrl.core.learner import Learner
 from distrl.core.loop import (
     Start,
     drive,
     learner_device,
-    missed_last,
     policy_files,
     save_run,
     start_run,

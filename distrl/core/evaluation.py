@@ -112,6 +112,12 @@ def saved_env(saved: dict[str, Any], env: Any | None) -> Any:
     return saved["env"]
 
 
+def missed_last(every: int, iteration: int) -> bool:
+    """Evaluations every ``every`` iterations (0: none) missed the run's last one: its
+    final evaluation is due."""
+    return bool(every) and iteration % every != 0
+
+
 def evaluation_metrics(model: PolicyNet, run: RunConfig) -> dict[str, float]:
     """The eval/ metrics of one evaluation during training (seeds fixed per run, so
     evaluations at different iterations are comparable)."""

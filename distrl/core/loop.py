@@ -23,7 +23,7 @@ from distrl.core.callbacks import Callbacks
 from distrl.core.checkpoint import Checkpoint, save_checkpoint, space_to_json
 from distrl.core.config import RunConfig, to_json
 from distrl.core.display import Budget, write_configs
-from distrl.core.evaluation import evaluation_metrics
+from distrl.core.evaluation import evaluation_metrics, missed_last
 from distrl.core.interrupts import Deadline, interrupt_between_iterations
 from distrl.core.learner import NonFiniteError
 from distrl.core.metrics import MetricsLogger
@@ -336,12 +336,6 @@ def _loop(run: RunConfig, progress: Progress, logger: MetricsLogger,
                 stopped_by = reason
                 break
     return metrics, stopped_by
-
-
-def missed_last(every: int, iteration: int) -> bool:
-    """Evaluations every ``every`` iterations (0: none) missed the run's last one: its
-    final evaluation is due."""
-    return bool(every) and iteration % every != 0
 
 
 def _end_evaluated(run: RunConfig, progress: Progress, logger: MetricsLogger,

@@ -23,7 +23,8 @@ import torch
 
 from distrl.core.callbacks import Callbacks
 from distrl.core.config import RunConfig
-from distrl.core.loop import Start, drive, missed_last, policy_files, save_run, start_run
+from distrl.core.evaluation import missed_last
+from distrl.core.loop import Start, drive, policy_files, save_run, start_run
 from distrl.games.games import make_multiagent_env, policy_obs_space
 from distrl.games.nash import AveragePolicy, table_nash_conv
 from distrl.games.policies import RANDOM
