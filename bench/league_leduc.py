@@ -50,4 +50,4 @@ CONFIG = LeagueConfig(
 
 if __name__ == "__main__":
     main("leduc_poker", CONFIG, seconds=1800.0, levels=(1.0, 0.5, 0.2), cfr_seconds=30.0,
-         moves=20_000_000, torch_threads=2)
+         moves=9_000_000, torch_threads=2)
