@@ -36,14 +36,7 @@ from distrl.core.callbacks import Callbacks
 from distrl.core.config import RunConfig
 from distrl.core.evaluation import missed_last
 from distrl.core.learner import Learner
-from distrl.core.loop import (
-    Start,
-    drive,
-    learner_device,
-    policy_files,
-    save_run,
-    start_run,
-)
+from distrl.core.loop import Start, drive, learner_device, policy_files, save_run, start_run
 from distrl.core.sampling import seed_for
 from distrl.games.games import make_multiagent_env, policy_obs_space
 from distrl.games.policies import RANDOM, LocalPolicy
