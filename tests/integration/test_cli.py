@@ -142,8 +142,10 @@ def test_an_unreachable_address_is_one_line_naming_it():
     assert time.perf_counter() - t0 < 60
 
 
-# alone: registers a `ray start` cluster machine-wide (/tmp/ray/ray_current_cluster)
-@pytest.mark.alone
+# Shares the machine: the `ray start` cluster it registers machine-wide
+# (/tmp/ray/ray_current_cluster, as ray.cluster_utils' multi-node tests do) sends only a
+# bare ray.init() there, and every test's Ray names its address ("local" or a cluster's)
+# or its own temp dir (the documented commands).
 def test_a_cluster_already_running_here_does_not_stop_a_local_run(tmp_path):
     """Without --address a run starts a cluster of its own; `ray start --head` on the
     machine made every Ray run fail ("num_cpus ... must not be provided")."""
