@@ -187,11 +187,16 @@ class DistributedLearners:
         """Learners for several policies (id: observation and action space), started
         together: each start is a process importing torch, seconds apiece one after
         another. If one fails to start, none of them is kept."""
-        launched: dict[str, tuple[Shard, Any]] = {}
-        for policy_id, pair in spaces.items():
+        for policy_id in spaces:
             if self.get(policy_id) is not None:
                 raise ValueError(f"policy {policy_id!r} already has a learner.")
-            shard = self._shard_with_room()
+        if len(spaces) > sum(shard.capacity - len(shard.learners) for shard in self.shards):
+            raise RuntimeError(f"all {len(self.shards)} learner shards are full "
+                               f"({len(self)} policies): remove a policy or raise "
+                               "max_policies.")
+        launched: dict[str, tuple[Shard, Any]] = {}
+        for policy_id, pair in spaces.items():
+            shard = next(s for s in self.shards if len(s.learners) < s.capacity)
             self.spaces[policy_id] = pair
             shard.learners[policy_id] = self._launch(shard, policy_id)
             launched[policy_id] = shard, shard.learners[policy_id]
@@ -201,16 +206,10 @@ class DistributedLearners:
         except BaseException:
             for policy_id, (shard, _) in launched.items():
                 shard.learners.pop(policy_id)
+                self.spaces.pop(policy_id)
             kill_and_wait([learner for _, learner in launched.values()])
             raise
         return {policy_id: learner for policy_id, (_, learner) in launched.items()}
-
-    def _shard_with_room(self) -> Shard:
-        for shard in self.shards:
-            if len(shard.learners) < shard.capacity:
-                return shard
-        raise RuntimeError(f"all {len(self.shards)} learner shards are full "
-                           f"({len(self)} policies): remove a policy or raise max_policies.")
 
     def restart_policy(self, policy_id: str) -> Any:
         """A new learner in place of the policy's (dead or hung) one, on the same shard,

@@ -390,5 +390,10 @@ def test_a_learner_whose_constructor_raises_is_one_error_naming_it(ray_local):
         assert learners.get("a") is None and learners.get("b") is None  # none kept
         learners.add_policies({"a": good, "b": good})  # and their slots are free
         assert ray.get(learners.get("b")[0].env_steps.remote()) == 0
+        with pytest.raises(RuntimeError, match="learner shards are full"):
+            learners.add_policy("c", *good)
+        with pytest.raises(ValueError, match="'a' already has a learner"):
+            learners.add_policies({"a": good})
+        assert learners.get("c") is None and len(learners) == 2  # refused before a start
     finally:
         learners.stop()
