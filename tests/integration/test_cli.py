@@ -193,10 +193,10 @@ def test_a_run_shuts_down_the_ray_it_started_and_only_that_in_a_namespace_of_its
         return ("train_ppo(PPOConfig(num_env_runners=1, num_envs_per_env_runner=2, "
                 "train_batch_size=64, minibatch_size=32, num_epochs=1), RunConfig("
                 f"max_env_steps=64, logdir={str(tmp_path / name)!r}, progress=False), "
-                "callbacks=spaces)\n")
+                "callbacks=note_namespace)\n")
 
     code = ("import ray\nfrom distrl import Callbacks, PPOConfig, RunConfig, train_ppo\n"
-            "names = []\nspaces = Callbacks(on_iteration=lambda m: names.append("
+            "names = []\nnote_namespace = Callbacks(on_iteration=lambda m: names.append("
             "ray.get_runtime_context().namespace) and False)\n"
             + train("a") + "assert not ray.is_initialized(), 'the run left its Ray up'\n"
             + train("b") + "assert not ray.is_initialized(), 'the run left its Ray up'\n"
