@@ -55,10 +55,14 @@ def command(run: Callable[[], None], end_process: bool) -> None:
 
 
 def end_now() -> None:
-    """End the process of a command that finished: its exit handlers run (Ray's, logging's,
-    the user's), its output is flushed, and the interpreter's teardown of torch's and Ray's
+    """End the process of a command that finished as the interpreter would, up to its
+    teardown: threads that are not daemons are waited for, the exit handlers run (Ray's,
+    logging's, the user's) and the output is flushed; the teardown of torch's and Ray's
     native modules is skipped: it took a second of every command here (and once crashed
     after a finished run)."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a closed pipe: nothing more to say

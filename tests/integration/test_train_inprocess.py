@@ -269,21 +269,22 @@ def test_the_command_ends_even_when_its_exit_handlers_hang():
 
 def test_a_finished_command_runs_its_exit_handlers_flushes_and_ends_there():
     """The process ends at the command's end (skipping the interpreter's teardown of
-    native modules, a second per command) after the exit handlers and with every
-    byte of its piped, block-buffered output."""
+    native modules, a second per command) after its other threads and its exit handlers,
+    with every byte of its piped, block-buffered output."""
     import os
     import subprocess
     import sys
 
-    code = ("import atexit; from distrl.core.interrupts import command; "
+    code = ("import atexit, threading, time; from distrl.core.interrupts import command; "
             "atexit.register(print, 'handler ran'); "
-            "command(lambda: print('x' * 100_000), end_process=True); "
+            "late = threading.Thread(target=lambda: (time.sleep(0.5), print('thread ran'))); "
+            "command(lambda: (late.start(), print('x' * 100_000)), end_process=True); "
             "print('after the command')")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, env=env)
     assert out.returncode == 0, out.stderr
-    assert out.stdout == "x" * 100_000 + "\nhandler ran\n"
+    assert out.stdout == "x" * 100_000 + "\nthread ran\nhandler ran\n"
 
 
 def test_the_grace_past_max_time_s_follows_the_longest_iteration():
